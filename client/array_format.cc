@@ -1,0 +1,92 @@
+#include "client/array_format.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace shardmap {
+namespace {
+
+std::string Element(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kFloat32: {
+      const float v = t.data_as<float>()[i];
+      if (std::isnan(v)) return "nan";
+      if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+      return absl::StrFormat("%.8g", v);
+    }
+    case DType::kFloat64: {
+      const double v = t.data_as<double>()[i];
+      if (std::isnan(v)) return "nan";
+      if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+      return absl::StrFormat("%.16g", v);
+    }
+    case DType::kInt32: return absl::StrCat(t.data_as<int32_t>()[i]);
+    case DType::kInt64: return absl::StrCat(t.data_as<int64_t>()[i]);
+  }
+  return "?";
+}
+
+nlohmann::json JsonElement(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kFloat32: {
+      const float v = t.data_as<float>()[i];
+      return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(Element(t, i));
+    }
+    case DType::kFloat64: {
+      const double v = t.data_as<double>()[i];
+      return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(Element(t, i));
+    }
+    case DType::kInt32: return t.data_as<int32_t>()[i];
+    case DType::kInt64: return t.data_as<int64_t>()[i];
+  }
+  return nullptr;
+}
+
+void Format(const Tensor& t, int dim, int64_t offset, int64_t stride,
+            std::string* out) {
+  if (dim == t.rank()) {
+    absl::StrAppend(out, Element(t, offset));
+    return;
+  }
+  const int64_t n = t.shape()[dim];
+  const int64_t inner = stride / std::max<int64_t>(n, 1);
+  absl::StrAppend(out, "[");
+  for (int64_t i = 0; i < n; ++i) {
+    if (i > 0) {
+      absl::StrAppend(out, dim + 1 == t.rank() ? " " : "\n");
+      if (dim + 1 < t.rank()) out->append(dim + 1, ' ');
+    }
+    Format(t, dim + 1, offset + i * inner, inner, out);
+  }
+  absl::StrAppend(out, "]");
+}
+
+nlohmann::json ToJson(const Tensor& t, int dim, int64_t offset, int64_t stride) {
+  if (dim == t.rank()) return JsonElement(t, offset);
+  nlohmann::json list = nlohmann::json::array();
+  const int64_t n = t.shape()[dim];
+  const int64_t inner = stride / std::max<int64_t>(n, 1);
+  for (int64_t i = 0; i < n; ++i) list.push_back(ToJson(t, dim + 1, offset + i * inner, inner));
+  return list;
+}
+
+}  // namespace
+
+std::string FormatArray(const Tensor& t, int64_t max_elements) {
+  if (t.num_elements() > max_elements) {
+    return absl::StrCat("<", ShapeString(t.dtype(), t.shape()), ": ",
+                        t.num_elements(),
+                        " elements; write it with --out FILE.npy>");
+  }
+  std::string out;
+  Format(t, 0, 0, t.num_elements(), &out);
+  return out;
+}
+
+nlohmann::json ArrayToJson(const Tensor& t) {
+  return ToJson(t, 0, 0, t.num_elements());
+}
+
+}  // namespace shardmap

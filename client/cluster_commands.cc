@@ -1,0 +1,107 @@
+// shardctl up, status and functions.
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_format.h"
+#include "client/commands.h"
+#include "client/exit_codes.h"
+#include "client/local_cluster.h"
+#include "client/shard_client.h"
+#include "core/signals.h"
+#include "core/signature.h"
+#include "core/status_util.h"
+
+namespace shardmap {
+
+int UpCommand(const UpFlags& f) {
+  if (f.workers < 1) {
+    return ReportError(absl::InvalidArgumentError(absl::StrCat(
+                           "--workers must be at least 1, got ", f.workers)),
+                       kExitUsage, false);
+  }
+  BlockTerminationSignals();
+  LocalCluster::Options options;
+  options.num_workers = f.workers;
+  options.listen = f.listen;
+  options.log_level = f.log_level;
+  auto cluster = LocalCluster::Start(options);
+  if (!cluster.ok()) return ReportError(cluster.status(), kExitUnavailable, false);
+  std::cout << (*cluster)->address() << std::endl;
+  std::cerr << "shardmap cluster ready: coordinator at " << (*cluster)->address()
+            << " with " << f.workers << " worker" << (f.workers == 1 ? "" : "s")
+            << "; Ctrl-C stops it" << std::endl;
+  WaitForTerminationSignal();
+  std::cerr << "stopping" << std::endl;
+  return kExitOk;
+}
+
+int StatusCommand(const QueryFlags& f) {
+  auto client = ShardClient::Create({f.coordinator});
+  if (!client.ok()) return ReportError(client.status(), kExitUsage, f.json);
+  auto status = (*client)->Status();
+  if (!status.ok()) {
+    return ReportError(status.status(), ExitCodeForStatus(status.status()), f.json);
+  }
+  if (f.json) {
+    nlohmann::json j;
+    j["coordinator"] = f.coordinator;
+    j["version"] = status->version();
+    j["jobs_completed"] = status->jobs_completed();
+    j["jobs_failed"] = status->jobs_failed();
+    j["workers"] = nlohmann::json::array();
+    for (const auto& w : status->workers()) {
+      j["workers"].push_back({{"id", w.worker_id()},
+                              {"address", w.address()},
+                              {"seconds_since_heartbeat", w.seconds_since_heartbeat()}});
+    }
+    std::cout << j.dump() << std::endl;
+    return kExitOk;
+  }
+  std::cout << "coordinator " << f.coordinator << " (shardmap "
+            << status->version() << "): " << status->workers_size()
+            << " live worker" << (status->workers_size() == 1 ? "" : "s")
+            << ", " << status->jobs_completed() << " jobs completed, "
+            << status->jobs_failed() << " failed\n";
+  for (const auto& w : status->workers()) {
+    std::cout << absl::StrFormat("  %-4s %-22s last heartbeat %.1fs ago\n",
+                                 w.worker_id(), w.address(),
+                                 w.seconds_since_heartbeat());
+  }
+  return kExitOk;
+}
+
+int FunctionsCommand(const QueryFlags& f) {
+  auto client = ShardClient::Create({f.coordinator});
+  if (!client.ok()) return ReportError(client.status(), kExitUsage, f.json);
+  auto functions = (*client)->ListFunctions();
+  if (!functions.ok()) {
+    return ReportError(functions.status(), ExitCodeForStatus(functions.status()),
+                       f.json);
+  }
+  if (f.json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& fn : *functions) {
+      nlohmann::json kwargs = nlohmann::json::array();
+      for (const auto& k : fn.kwargs()) {
+        nlohmann::json kj = {{"name", k.name()}, {"type", k.type()}, {"required", k.required()}};
+        if (!k.required()) kj["default"] = nlohmann::json::parse(k.default_json());
+        kwargs.push_back(kj);
+      }
+      list.push_back({{"name", fn.name()},
+                      {"signature", SignatureText(fn)},
+                      {"arity", fn.arity()},
+                      {"outputs", fn.num_outputs()},
+                      {"kwargs", kwargs},
+                      {"doc", fn.doc()}});
+    }
+    std::cout << nlohmann::json{{"functions", list}}.dump() << std::endl;
+    return kExitOk;
+  }
+  for (const auto& fn : *functions) {
+    std::cout << absl::StrFormat("%-36s %s\n", SignatureText(fn), fn.doc());
+  }
+  return kExitOk;
+}
+
+}  // namespace shardmap

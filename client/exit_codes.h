@@ -1,0 +1,38 @@
+// shardctl's exit codes (sysexits(3)), and which status maps to which.
+//
+//   0  ok
+//   64 usage: bad flags, malformed spec/mesh/kwargs text, unknown function
+//   65 bad input data: malformed .npy, or a job the coordinator rejected as
+//      invalid (shapes, specs, dtypes)
+//   66 an input file does not exist
+//   69 unavailable: coordinator unreachable, not enough live workers, a
+//      worker was lost
+//   70 internal error
+//   73 cannot create an output file
+//   75 temporary failure: deadline exceeded, resources exhausted; retry
+//   77 permission denied / unauthenticated
+#ifndef SHARDMAP_CLIENT_EXIT_CODES_H_
+#define SHARDMAP_CLIENT_EXIT_CODES_H_
+
+#include "absl/status/status.h"
+
+namespace shardmap {
+
+enum ExitCode {
+  kExitOk = 0,
+  kExitUsage = 64,
+  kExitDataErr = 65,
+  kExitNoInput = 66,
+  kExitUnavailable = 69,
+  kExitSoftware = 70,
+  kExitCantCreate = 73,
+  kExitTempFail = 75,
+  kExitNoPerm = 77,
+};
+
+// The exit code for a status from the coordinator.
+int ExitCodeForStatus(const absl::Status& status);
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_CLIENT_EXIT_CODES_H_

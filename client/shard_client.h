@@ -1,0 +1,79 @@
+// The C++ client library: run shard_map jobs on a shardmap coordinator,
+// list its functions, read the cluster's status.
+//
+//   auto client = ShardClient::Create({.address = "127.0.0.1:7070"});
+//   JobRequest job;
+//   job.function = "matmul";
+//   job.mesh = *Mesh::Parse("x=2,y=2");
+//   job.args = {&a, &b};
+//   job.in_specs = {*PartitionSpec::Parse("P('x', 'y')"),
+//                   *PartitionSpec::Parse("P('y', None)")};
+//   job.out_specs = {*PartitionSpec::Parse("P('x', None)")};
+//   absl::StatusOr<JobResult> result = (*client)->Run(job);
+//
+// Thread-safe: one client may run many jobs at once.
+#ifndef SHARDMAP_CLIENT_SHARD_CLIENT_H_
+#define SHARDMAP_CLIENT_SHARD_CLIENT_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/mesh.h"
+#include "core/partition_spec.h"
+#include "core/tensor.h"
+#include "shardmap/v1/coordinator.grpc.pb.h"
+
+namespace shardmap {
+
+struct JobRequest {
+  std::string function;
+  Mesh mesh = *Mesh::Create({{"x", 1}});
+  std::vector<const Tensor*> args;  // Not owned; must outlive Run.
+  // One per argument, or one for all.
+  std::vector<PartitionSpec> in_specs;
+  // One per output, or one for all.
+  std::vector<PartitionSpec> out_specs;
+  std::string kwargs_json;  // a JSON object, or empty
+  bool check_rep = true;
+  absl::Duration timeout = absl::Minutes(10);
+};
+
+struct JobResult {
+  std::string job_id;
+  std::vector<Tensor> outputs;
+  double coordinator_seconds = 0;  // time the coordinator spent
+  int num_devices = 0;
+};
+
+class ShardClient {
+ public:
+  struct Options {
+    std::string address = "127.0.0.1:7070";  // the coordinator
+    // Deadline of the quick RPCs (status, functions).
+    absl::Duration rpc_timeout = absl::Seconds(10);
+  };
+  static absl::StatusOr<std::unique_ptr<ShardClient>> Create(
+      const Options& options);
+
+  // Runs one job. Errors are the coordinator's (see coordinator.proto):
+  // INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, UNAVAILABLE,
+  // DEADLINE_EXCEEDED; UNAVAILABLE also when the coordinator is down.
+  absl::StatusOr<JobResult> Run(const JobRequest& job) const;
+  absl::StatusOr<std::vector<v1::FunctionSignature>> ListFunctions() const;
+  absl::StatusOr<v1::ClusterStatusResponse> Status() const;
+  // Polls Status until at least `n` workers are live. DEADLINE_EXCEEDED
+  // saying how many registered if `timeout` passes first.
+  absl::Status WaitForWorkers(int n, absl::Duration timeout) const;
+
+ private:
+  explicit ShardClient(const Options& options);
+  const Options options_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_CLIENT_SHARD_CLIENT_H_

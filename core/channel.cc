@@ -1,0 +1,50 @@
+#include "core/channel.h"
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/security/server_credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include "core/chunking.h"
+
+namespace shardmap {
+namespace {
+// Clients ping every 30 s when idle; servers allow pings every 10 s, so an
+// idle cluster never gets a too_many_pings GOAWAY.
+constexpr int kKeepaliveTimeMs = 30000;
+constexpr int kKeepaliveTimeoutMs = 10000;
+constexpr int kMinPingIntervalMs = 10000;
+}  // namespace
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  args.SetMaxSendMessageSize(kMaxMessageBytes);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // The retry layer holds sent messages until a call commits; shardmap
+  // streams retry at the job level instead.
+  args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
+                                   args);
+}
+
+void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
+  builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
+  builder.SetMaxSendMessageSize(kMaxMessageBytes);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             kMinPingIntervalMs);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+}
+
+std::string ReplacePort(const std::string& listen, int port) {
+  const size_t colon = listen.rfind(':');
+  std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
+  if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
+  if (host == "[::]") host = "[::1]";
+  return host + ":" + std::to_string(port);
+}
+
+}  // namespace shardmap

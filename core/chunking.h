@@ -1,0 +1,68 @@
+// Arrays travel as streams of ArrayChunk messages: array by array, each in
+// increasing byte offset, each chunk at most kChunkBytes. This file holds
+// the two halves: cutting an array's bytes into chunks, and checking and
+// placing received chunks.
+#ifndef SHARDMAP_CORE_CHUNKING_H_
+#define SHARDMAP_CORE_CHUNKING_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "core/tensor.h"
+#include "shardmap/v1/common.pb.h"
+
+namespace shardmap {
+
+// Bytes of array data in one message. Well under the 4 MiB protocol cap.
+inline constexpr size_t kChunkBytes = 1 << 20;
+// The message size limit every channel and server sets explicitly: one
+// chunk plus headroom for a job header with long names.
+inline constexpr int kMaxMessageBytes = 8 << 20;
+
+// Produces the chunks of array `index` of `total` bytes. `fill(offset,
+// length, dst)` copies the array's bytes [offset, offset+length) to dst;
+// `write(chunk)` sends one chunk and returns false if the stream broke.
+// Returns false as soon as a write fails. An empty array sends no chunk.
+bool SendChunks(uint32_t index, size_t total,
+                const std::function<void(size_t, size_t, uint8_t*)>& fill,
+                const std::function<bool(v1::ArrayChunk&&)>& write);
+// The same for a whole tensor.
+bool SendTensorChunks(uint32_t index, const Tensor& tensor,
+                      const std::function<bool(v1::ArrayChunk&&)>& write);
+
+// Checks that chunks arrive in order (array by array, offsets contiguous,
+// no overrun) and hands each one to its array's sink.
+// Not thread-safe; one stream feeds one sequencer.
+class ChunkSequencer {
+ public:
+  // sink(offset, data): place `data` at byte `offset` of the array.
+  using Sink = std::function<void(size_t, absl::string_view)>;
+
+  // `what` names the arrays in messages ("argument", "output").
+  ChunkSequencer(std::vector<size_t> sizes, std::vector<Sink> sinks,
+                 std::string what);
+  // Sinks that write into `tensors` (which must outlive the sequencer).
+  static ChunkSequencer ForTensors(std::vector<Tensor>& tensors,
+                                   std::string what);
+
+  // INVALID_ARGUMENT for a chunk out of order, for an unknown array, or
+  // past the end of its array.
+  absl::Status Accept(const v1::ArrayChunk& chunk);
+  // INVALID_ARGUMENT if any array is incomplete.
+  absl::Status Finish() const;
+
+ private:
+  std::vector<size_t> sizes_;
+  std::vector<Sink> sinks_;
+  std::string what_;
+  size_t current_ = 0;   // array being received
+  size_t received_ = 0;  // bytes of it so far
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_CORE_CHUNKING_H_

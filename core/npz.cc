@@ -1,0 +1,206 @@
+#include "core/npz.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zip.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/npy.h"
+#include "core/status_util.h"
+
+namespace shardmap {
+namespace {
+
+constexpr absl::string_view kSuffix = ".npy";
+constexpr size_t kReadChunk = 1 << 20;
+
+struct ZipDiscard {
+  void operator()(zip_t* z) const { zip_discard(z); }
+};
+using ZipPtr = std::unique_ptr<zip_t, ZipDiscard>;
+
+struct ZipFileClose {
+  void operator()(zip_file_t* f) const { zip_fclose(f); }
+};
+using ZipFilePtr = std::unique_ptr<zip_file_t, ZipFileClose>;
+
+std::string ZipErrorString(int code) {
+  zip_error_t error;
+  zip_error_init_with_code(&error, code);
+  std::string s = zip_error_strerror(&error);
+  zip_error_fini(&error);
+  return s;
+}
+
+// Reads member `index` (of uncompressed size `size`, as the directory
+// claims) whole. Grows the buffer as data arrives rather than trusting the
+// claimed size.
+absl::StatusOr<std::string> ReadMember(zip_t* zip, zip_uint64_t index,
+                                       zip_uint64_t size,
+                                       const std::string& name) {
+  ZipFilePtr file(zip_fopen_index(zip, index, 0));
+  if (file == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot open '", name, "': ", zip_strerror(zip)));
+  }
+  std::string bytes;
+  try {
+    bytes.reserve(std::min<zip_uint64_t>(size, zip_uint64_t{1} << 28));
+    for (;;) {
+      const size_t old = bytes.size();
+      bytes.resize(old + kReadChunk);
+      const zip_int64_t n = zip_fread(file.get(), &bytes[old], kReadChunk);
+      if (n < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "cannot decompress '", name, "': ", zip_file_strerror(file.get())));
+      }
+      bytes.resize(old + static_cast<size_t>(n));
+      if (n == 0) break;
+    }
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("cannot allocate memory to read '", name, "'"));
+  }
+  return bytes;
+}
+
+// An archive with no members, as Python's zipfile writes it: only the
+// end-of-central-directory record. libzip deletes an empty archive on close
+// instead of writing one.
+absl::Status WriteEmptyZip(const std::string& tmp) {
+  static constexpr char kEocd[22] = {'P', 'K', 5, 6};
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) return absl::FailedPreconditionError(std::strerror(errno));
+  const bool ok = std::fwrite(kEocd, 1, sizeof(kEocd), f) == sizeof(kEocd);
+  if (std::fclose(f) != 0 || !ok) {
+    return absl::FailedPreconditionError(std::strerror(errno));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadNpz(
+    const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) {
+    return absl::NotFoundError(
+        absl::StrCat("input file '", path, "' does not exist"));
+  }
+  int error = 0;
+  ZipPtr zip(zip_open(path.c_str(), ZIP_RDONLY, &error));
+  if (zip == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "invalid .npz file '", path, "': ", ZipErrorString(error)));
+  }
+  std::vector<std::pair<std::string, Tensor>> arrays;
+  std::set<std::string> members;
+  const zip_int64_t count = zip_get_num_entries(zip.get(), 0);
+  for (zip_int64_t i = 0; i < count; ++i) {
+    zip_stat_t zs;
+    if (zip_stat_index(zip.get(), i, 0, &zs) != 0 ||
+        !(zs.valid & ZIP_STAT_NAME) || !(zs.valid & ZIP_STAT_SIZE)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "invalid .npz file '", path, "': ", zip_strerror(zip.get())));
+    }
+    const std::string member = zs.name;
+    if (absl::EndsWith(member, "/")) continue;  // a directory entry
+    if (!absl::EndsWith(member, kSuffix) || member.size() == kSuffix.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("invalid .npz file '", path, "': member '", member,
+                       "' is not named <key>.npy"));
+    }
+    if (!members.insert(member).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "invalid .npz file '", path, "': duplicate member '", member, "'"));
+    }
+    const std::string name = absl::StrCat(path, ":", member);
+    SHARD_ASSIGN_OR_RETURN(std::string bytes,
+                           ReadMember(zip.get(), i, zs.size, name));
+    SHARD_ASSIGN_OR_RETURN(Tensor tensor, ParseNpy(bytes, name));
+    arrays.emplace_back(member.substr(0, member.size() - kSuffix.size()),
+                        std::move(tensor));
+  }
+  return arrays;
+}
+
+absl::Status WriteNpz(
+    const std::string& path,
+    const std::vector<std::pair<std::string, const Tensor*>>& arrays,
+    bool compress) {
+  std::set<std::string> keys;
+  for (const auto& [key, tensor] : arrays) {
+    if (key.empty() || tensor == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("writing '", path,
+                       "': empty key or null tensor for key '", key, "'"));
+    }
+    if (!keys.insert(key).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("writing '", path, "': duplicate key '", key, "'"));
+    }
+  }
+  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
+  auto fail = [&path](absl::string_view why) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write output file '", path, "': ", why));
+  };
+  if (arrays.empty()) {
+    if (absl::Status s = WriteEmptyZip(tmp); !s.ok()) {
+      ::unlink(tmp.c_str());
+      return fail(s.message());
+    }
+  } else {
+    int error = 0;
+    ZipPtr zip(zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &error));
+    if (zip == nullptr) return fail(ZipErrorString(error));
+    // libzip reads the sources only in zip_close, so the headers must live
+    // until then; the tensors' bytes are referenced, not copied.
+    std::vector<std::string> headers;
+    headers.reserve(arrays.size());
+    for (const auto& [key, tensor] : arrays) {
+      headers.push_back(NpyHeader(*tensor));
+      const zip_buffer_fragment_t fragments[2] = {
+          {reinterpret_cast<zip_uint8_t*>(headers.back().data()),
+           headers.back().size()},
+          {const_cast<zip_uint8_t*>(tensor->data()), tensor->num_bytes()}};
+      zip_source_t* source =
+          zip_source_buffer_fragment(zip.get(), fragments, 2, 0);
+      if (source == nullptr) return fail(zip_strerror(zip.get()));
+      const std::string member = absl::StrCat(key, kSuffix);
+      const zip_int64_t index =
+          zip_file_add(zip.get(), member.c_str(), source, ZIP_FL_ENC_UTF_8);
+      if (index < 0) {
+        zip_source_free(source);
+        return fail(zip_strerror(zip.get()));
+      }
+      if (zip_set_file_compression(zip.get(), index,
+                                   compress ? ZIP_CM_DEFLATE : ZIP_CM_STORE,
+                                   0) != 0) {
+        return fail(zip_strerror(zip.get()));
+      }
+    }
+    if (zip_close(zip.get()) != 0) return fail(zip_strerror(zip.get()));
+    zip.release();  // zip_close freed it.
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return fail(std::strerror(err));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardmap

@@ -1,0 +1,67 @@
+// JAX's PartitionSpec: one entry per leading array dimension, each None, an
+// axis name, or a tuple of axis names (the first one major). Dimensions
+// past the last entry are not split. The in_spec `None` (unsplit) means the
+// whole argument on every device.
+//
+// Immutable value type; safe to share between threads.
+#ifndef SHARDMAP_CORE_PARTITION_SPEC_H_
+#define SHARDMAP_CORE_PARTITION_SPEC_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "core/mesh.h"
+
+namespace shardmap {
+
+class PartitionSpec {
+ public:
+  // Axis names of one entry; empty = None.
+  using Entry = std::vector<std::string>;
+
+  // P(): replicated over every axis.
+  PartitionSpec() = default;
+  explicit PartitionSpec(std::vector<Entry> entries)
+      : entries_(std::move(entries)) {}
+  // The in_spec `None`: the whole argument on every device.
+  static PartitionSpec Unsplit();
+
+  // Parses the Python text form: P('x', None), P(('x','y')), P(), None,
+  // PartitionSpec('x'). Names may be quoted or bare (P(x, None)). A
+  // one-name tuple is the name itself; an empty tuple is None.
+  // INVALID_ARGUMENT naming the position of the first error for malformed
+  // text (including a nested tuple).
+  static absl::StatusOr<PartitionSpec> Parse(absl::string_view text);
+
+  bool unsplit() const { return unsplit_; }
+  const std::vector<Entry>& entries() const { return entries_; }
+  // Every axis the spec names, in order of appearance.
+  std::vector<std::string> MentionedAxes() const;
+  bool Mentions(absl::string_view axis) const;
+
+  // JAX's repr: P('i',), P('i', 'j'), P(), P(('x', 'y'),), or None.
+  std::string ToString() const;
+
+  // Checks the spec against a mesh and an array of rank `rank`, as JAX
+  // does. `what` names the spec in messages, e.g. "in_specs[1]" or
+  // "out_specs[0]", and `value` the array, e.g. "args[1]".
+  // INVALID_ARGUMENT for an axis not in the mesh, an axis used twice, or a
+  // spec longer than the rank.
+  absl::Status Validate(const Mesh& mesh, int rank, absl::string_view what,
+                        absl::string_view value) const;
+
+  bool operator==(const PartitionSpec& o) const {
+    return unsplit_ == o.unsplit_ && entries_ == o.entries_;
+  }
+
+ private:
+  std::vector<Entry> entries_;
+  bool unsplit_ = false;
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_CORE_PARTITION_SPEC_H_

@@ -1,0 +1,154 @@
+#include "server/coordinator_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "core/chunking.h"
+#include "core/proto_convert.h"
+#include "core/status_util.h"
+#include "server/planner.h"
+
+namespace shardmap {
+namespace {
+
+using JobStream = grpc::ServerReaderWriter<v1::RunJobResponse, v1::RunJobRequest>;
+
+// Reads the argument chunks that follow the JobSpec into whole arrays.
+absl::StatusOr<std::vector<Tensor>> ReceiveInputs(const JobPlan& plan,
+                                                  JobStream* stream) {
+  std::vector<Tensor> inputs;
+  for (const ArgPlan& a : plan.args) {
+    SHARD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(a.meta.dtype, a.meta.shape));
+    inputs.push_back(std::move(t));
+  }
+  ChunkSequencer sequencer = ChunkSequencer::ForTensors(inputs, "argument");
+  v1::RunJobRequest request;
+  while (stream->Read(&request)) {
+    if (!request.has_chunk()) {
+      return absl::InvalidArgumentError("a RunJob stream carries one JobSpec");
+    }
+    SHARD_RETURN_IF_ERROR(sequencer.Accept(request.chunk()));
+  }
+  SHARD_RETURN_IF_ERROR(sequencer.Finish());
+  return inputs;
+}
+
+}  // namespace
+
+grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
+                                        JobStream* stream) {
+  const absl::Time start = absl::Now();
+  const std::string job_id = absl::StrCat("job-", next_job_++);
+  auto fail = [&](const absl::Status& s) {
+    ++failed_;
+    spdlog::info("{} failed: {}: {}", job_id, StatusCodeName(s.code()),
+                 std::string(s.message()));
+    return ToGrpcStatus(s);
+  };
+  v1::RunJobRequest request;
+  if (!stream->Read(&request) || !request.has_spec()) {
+    return fail(absl::InvalidArgumentError(
+        "a RunJob stream must start with a JobSpec"));
+  }
+  const v1::JobSpec& spec = request.spec();
+  spdlog::debug("{}: {} on mesh of {} axes", job_id, spec.function(),
+                spec.mesh().axes_size());
+  absl::StatusOr<JobPlan> plan =
+      PlanJob(spec, [this](const std::string& name) {
+        return pool_->FindFunction(name);
+      });
+  if (!plan.ok()) return fail(plan.status());
+  if (plan->input_bytes() > options_.max_job_bytes) {
+    return fail(absl::ResourceExhaustedError(absl::StrCat(
+        "the job's arguments total ", plan->input_bytes(),
+        " bytes, over the coordinator's limit of ", options_.max_job_bytes)));
+  }
+  auto workers = pool_->Acquire(plan->mesh.num_devices());
+  if (!workers.ok()) return fail(workers.status());
+
+  absl::Time deadline = start + options_.max_job_time;
+  const absl::Time client_deadline = absl::FromChrono(context->deadline());
+  if (client_deadline < deadline) deadline = client_deadline;
+
+  auto inputs = ReceiveInputs(*plan, stream);
+  if (!inputs.ok()) return fail(inputs.status());
+  auto outputs = runner_->Run(job_id, *plan, *std::move(inputs), *workers,
+                              deadline);
+  if (!outputs.ok()) return fail(outputs.status());
+
+  v1::RunJobResponse response;
+  v1::JobResult* result = response.mutable_result();
+  result->set_job_id(job_id);
+  result->set_num_devices(static_cast<int32_t>(plan->mesh.num_devices()));
+  for (const Tensor& t : *outputs) {
+    *result->add_outputs() = HeaderToProto(t.dtype(), t.shape());
+  }
+  result->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  if (!stream->Write(response)) {
+    return fail(absl::CancelledError("client went away"));
+  }
+  for (size_t i = 0; i < outputs->size(); ++i) {
+    const bool ok = SendTensorChunks(
+        static_cast<uint32_t>(i), (*outputs)[i], [&](v1::ArrayChunk&& chunk) {
+          v1::RunJobResponse r;
+          *r.mutable_chunk() = std::move(chunk);
+          return stream->Write(r);
+        });
+    if (!ok) return fail(absl::CancelledError("client went away"));
+  }
+  ++completed_;
+  spdlog::debug("{} done in {}", job_id, absl::FormatDuration(absl::Now() - start));
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::ListFunctions(
+    grpc::ServerContext* context, const v1::ListFunctionsRequest* request,
+    v1::ListFunctionsResponse* response) {
+  for (const auto& f : pool_->Functions()) *response->add_functions() = f;
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::GetClusterStatus(
+    grpc::ServerContext* context, const v1::ClusterStatusRequest* request,
+    v1::ClusterStatusResponse* response) {
+  const absl::Time now = absl::Now();
+  for (const auto& w : pool_->LiveWorkers()) {
+    v1::WorkerInfo* info = response->add_workers();
+    info->set_worker_id(w.id);
+    info->set_address(w.address);
+    info->set_seconds_since_heartbeat(absl::ToDoubleSeconds(now - w.last_heartbeat));
+  }
+  response->set_jobs_completed(completed_);
+  response->set_jobs_failed(failed_);
+  response->set_version(SHARDMAP_VERSION);
+  return grpc::Status::OK;
+}
+
+grpc::ServerUnaryReactor* RegistryService::Register(
+    grpc::CallbackServerContext* context, const v1::RegisterRequest* request,
+    v1::RegisterResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  std::vector<v1::FunctionSignature> functions(request->functions().begin(),
+                                               request->functions().end());
+  auto id = pool_->Register(request->address(), request->incarnation(), functions);
+  if (!id.ok()) {
+    reactor->Finish(ToGrpcStatus(id.status()));
+    return reactor;
+  }
+  response->set_worker_id(*id);
+  response->set_heartbeat_interval_ms(
+      absl::ToInt64Milliseconds(pool_->heartbeat_interval()));
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RegistryService::Heartbeat(
+    grpc::CallbackServerContext* context, const v1::HeartbeatRequest* request,
+    v1::HeartbeatResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(
+      pool_->Heartbeat(request->worker_id(), request->incarnation())));
+  return reactor;
+}
+
+}  // namespace shardmap

@@ -1,0 +1,70 @@
+// gRPC glue for the coordinator: the client-facing Coordinator service and
+// the WorkerRegistry service. Logic lives in WorkerPool, PlanJob and
+// JobRunner; this file only moves messages and converts statuses.
+//
+// Thread-safe.
+#ifndef SHARDMAP_SERVER_COORDINATOR_SERVICE_H_
+#define SHARDMAP_SERVER_COORDINATOR_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+
+#include "absl/time/time.h"
+#include "server/job_runner.h"
+#include "server/worker_pool.h"
+#include "shardmap/v1/coordinator.grpc.pb.h"
+#include "shardmap/v1/registry.grpc.pb.h"
+
+namespace shardmap {
+
+class CoordinatorService final : public v1::Coordinator::Service {
+ public:
+  struct Options {
+    // A job whose client set no deadline, or a later one, gets this one.
+    absl::Duration max_job_time = absl::Minutes(10);
+    // Largest total of argument bytes one job may bring.
+    uint64_t max_job_bytes = uint64_t{16} << 30;
+  };
+  CoordinatorService(const Options& options, WorkerPool* pool,
+                     JobRunner* runner)
+      : options_(options), pool_(pool), runner_(runner) {}
+
+  grpc::Status RunJob(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::RunJobResponse, v1::RunJobRequest>* stream)
+      override;
+  grpc::Status ListFunctions(grpc::ServerContext* context,
+                             const v1::ListFunctionsRequest* request,
+                             v1::ListFunctionsResponse* response) override;
+  grpc::Status GetClusterStatus(grpc::ServerContext* context,
+                                const v1::ClusterStatusRequest* request,
+                                v1::ClusterStatusResponse* response) override;
+
+ private:
+  const Options options_;
+  WorkerPool* const pool_;   // Not owned.
+  JobRunner* const runner_;  // Not owned.
+  std::atomic<int64_t> next_job_{0};
+  std::atomic<int64_t> completed_{0};
+  std::atomic<int64_t> failed_{0};
+};
+
+// Worker registration and heartbeats; quick and non-blocking, so it uses
+// the callback API.
+class RegistryService final : public v1::WorkerRegistry::CallbackService {
+ public:
+  explicit RegistryService(WorkerPool* pool) : pool_(pool) {}
+  grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
+                                     const v1::RegisterRequest* request,
+                                     v1::RegisterResponse* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
+                                      const v1::HeartbeatRequest* request,
+                                      v1::HeartbeatResponse* response) override;
+
+ private:
+  WorkerPool* const pool_;  // Not owned.
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_SERVER_COORDINATOR_SERVICE_H_

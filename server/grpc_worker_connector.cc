@@ -1,0 +1,49 @@
+#include "server/grpc_worker_connector.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "core/channel.h"
+#include "core/status_util.h"
+
+namespace shardmap {
+namespace {
+
+class GrpcShardChannel final : public ShardChannel {
+ public:
+  GrpcShardChannel(std::shared_ptr<v1::Worker::Stub> stub, absl::Time deadline)
+      : stub_(std::move(stub)) {
+    context_.set_deadline(absl::ToChronoTime(deadline));
+    stream_ = stub_->RunShard(&context_);
+  }
+  bool Write(const v1::ShardRequest& request) override {
+    return stream_->Write(request);
+  }
+  bool WritesDone() override { return stream_->WritesDone(); }
+  bool Read(v1::ShardResponse* response) override {
+    return stream_->Read(response);
+  }
+  absl::Status Finish() override { return FromGrpcStatus(stream_->Finish()); }
+  void Cancel() override { context_.TryCancel(); }
+
+ private:
+  std::shared_ptr<v1::Worker::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ShardRequest, v1::ShardResponse>>
+      stream_;
+};
+
+}  // namespace
+
+std::unique_ptr<ShardChannel> GrpcWorkerConnector::Open(
+    const std::string& address, absl::Time deadline) {
+  std::shared_ptr<v1::Worker::Stub> stub;
+  {
+    absl::MutexLock lock(&mu_);
+    auto& slot = stubs_[address];
+    if (!slot) slot = v1::Worker::NewStub(MakeChannel(address));
+    stub = slot;
+  }
+  return std::make_unique<GrpcShardChannel>(std::move(stub), deadline);
+}
+
+}  // namespace shardmap

@@ -1,0 +1,30 @@
+// WorkerConnector over gRPC: one channel per worker address, reused across
+// jobs. Thread-safe.
+#ifndef SHARDMAP_SERVER_GRPC_WORKER_CONNECTOR_H_
+#define SHARDMAP_SERVER_GRPC_WORKER_CONNECTOR_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "server/shard_channel.h"
+#include "shardmap/v1/worker.grpc.pb.h"
+
+namespace shardmap {
+
+class GrpcWorkerConnector final : public WorkerConnector {
+ public:
+  std::unique_ptr<ShardChannel> Open(const std::string& address,
+                                     absl::Time deadline) override;
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<v1::Worker::Stub>> stubs_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_SERVER_GRPC_WORKER_CONNECTOR_H_

@@ -1,0 +1,282 @@
+#include "server/job_runner.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstring>
+#include <optional>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "core/block_math.h"
+#include "core/chunking.h"
+#include "core/proto_convert.h"
+#include "core/status_util.h"
+
+namespace shardmap {
+namespace {
+
+// What one device sent back.
+struct DeviceResult {
+  std::vector<ArrayMeta> outputs;
+  std::vector<uint64_t> digests;
+  std::vector<std::optional<Tensor>> blocks;  // only representatives'
+};
+
+// Shared by the device threads of one job: the first failure cancels the
+// other devices' streams.
+class JobAbort {
+ public:
+  explicit JobAbort(size_t devices) : channels_(devices, nullptr) {}
+  void Attach(size_t device, ShardChannel* ch) {
+    absl::MutexLock lock(&mu_);
+    channels_[device] = ch;
+    if (aborted_) ch->Cancel();
+  }
+  void Detach(size_t device) {
+    absl::MutexLock lock(&mu_);
+    channels_[device] = nullptr;
+  }
+  void Abort() {
+    absl::MutexLock lock(&mu_);
+    aborted_ = true;
+    for (ShardChannel* ch : channels_) {
+      if (ch != nullptr) ch->Cancel();
+    }
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<ShardChannel*> channels_ ABSL_GUARDED_BY(mu_);
+};
+
+std::string DeviceName(const JobPlan& plan, int64_t d,
+                       const WorkerPool::Worker& w) {
+  return absl::StrCat("device ", d, " (mesh coordinates (",
+                      absl::StrJoin(plan.mesh.Coords(d), ", "), "), worker ",
+                      w.id, " at ", w.address, ")");
+}
+
+absl::Status DescribeFailure(const absl::Status& s, const std::string& device) {
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable:
+      return absl::UnavailableError(
+          absl::StrCat(device, " is unavailable: ", s.message()));
+    case absl::StatusCode::kDeadlineExceeded:
+      return absl::DeadlineExceededError(absl::StrCat(
+          "the job's deadline passed while waiting for ", device));
+    default:
+      return Annotate(s, device);
+  }
+}
+
+absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
+                                       const JobPlan& plan, int64_t d,
+                                       const std::vector<Tensor>& inputs,
+                                       ShardChannel& ch) {
+  v1::ShardRequest request;
+  v1::ShardJob* job = request.mutable_job();
+  job->set_job_id(job_id);
+  job->set_function(plan.function.name());
+  *job->mutable_mesh() = MeshToProto(plan.mesh);
+  job->set_device_id(d);
+  job->set_kwargs_json(plan.kwargs_json);
+  for (const ArgPlan& a : plan.args) {
+    *job->add_args() = HeaderToProto(a.meta.dtype, a.layout.block_shape());
+  }
+  const int num_outputs = static_cast<int>(plan.out_specs.size());
+  for (int o = 0; o < num_outputs; ++o) {
+    job->add_send_outputs(plan.IsOutputRepresentative(o, d));
+  }
+  bool ok = ch.Write(request);
+  for (size_t i = 0; ok && i < plan.args.size(); ++i) {
+    const ArgPlan& a = plan.args[i];
+    BlockRegion region(a.layout.global_shape(), a.layout.block_shape(),
+                       a.layout.BlockOrigin(d), ItemSize(a.meta.dtype));
+    const uint8_t* base = inputs[i].data();
+    ok = SendChunks(
+        static_cast<uint32_t>(i), region.num_bytes(),
+        [&](size_t offset, size_t length, uint8_t* dst) {
+          region.CopyOut(base, offset, length, dst);
+        },
+        [&](v1::ArrayChunk&& chunk) {
+          v1::ShardRequest r;
+          *r.mutable_chunk() = std::move(chunk);
+          return ch.Write(r);
+        });
+  }
+  if (ok) ch.WritesDone();
+
+  DeviceResult result;
+  v1::ShardResponse response;
+  if (ok && ch.Read(&response)) {
+    if (!response.has_outputs() ||
+        response.outputs().outputs_size() != num_outputs ||
+        response.outputs().digests_size() != num_outputs) {
+      ch.Cancel();
+      ch.Finish();
+      return absl::InternalError("worker sent a malformed ShardOutputs");
+    }
+    std::vector<size_t> sizes;
+    std::vector<ChunkSequencer::Sink> sinks;
+    for (int o = 0; o < num_outputs; ++o) {
+      auto meta = HeaderFromProto(response.outputs().outputs(o),
+                                  absl::StrCat("output ", o));
+      if (!meta.ok()) {
+        ch.Cancel();
+        ch.Finish();
+        return meta.status();
+      }
+      result.outputs.push_back(*meta);
+      result.digests.push_back(response.outputs().digests(o));
+      if (plan.IsOutputRepresentative(o, d)) {
+        auto t = Tensor::Create(meta->dtype, meta->shape);
+        if (!t.ok()) {
+          ch.Cancel();
+          ch.Finish();
+          return t.status();
+        }
+        result.blocks.emplace_back(*std::move(t));
+        sizes.push_back(meta->num_bytes());
+        uint8_t* base = result.blocks.back()->data();
+        sinks.push_back([base](size_t off, absl::string_view data) {
+          std::memcpy(base + off, data.data(), data.size());
+        });
+      } else {
+        result.blocks.emplace_back(std::nullopt);
+        sizes.push_back(0);
+        sinks.push_back(nullptr);
+      }
+    }
+    ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "output");
+    while (ch.Read(&response)) {
+      absl::Status s = response.has_chunk()
+                           ? sequencer.Accept(response.chunk())
+                           : absl::InternalError("unexpected message after outputs");
+      if (!s.ok()) {
+        ch.Cancel();
+        ch.Finish();
+        return s;
+      }
+    }
+    SHARD_RETURN_IF_ERROR(ch.Finish());
+    SHARD_RETURN_IF_ERROR(sequencer.Finish());
+    return result;
+  }
+  absl::Status s = ch.Finish();
+  if (s.ok()) s = absl::InternalError("worker closed the stream without outputs");
+  return s;
+}
+
+std::string AxesList(const std::vector<std::string>& axes) {
+  std::vector<std::string> q;
+  for (const auto& a : axes) q.push_back(absl::StrCat("'", a, "'"));
+  return q.size() == 1 ? absl::StrCat("mesh axis ", q[0])
+                       : absl::StrCat("mesh axes ", absl::StrJoin(q, ", "));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
+    const std::string& job_id, const JobPlan& plan, std::vector<Tensor> inputs,
+    const std::vector<WorkerPool::Worker>& workers, absl::Time deadline) {
+  const int64_t n = plan.mesh.num_devices();
+  std::vector<absl::StatusOr<DeviceResult>> results;
+  for (int64_t d = 0; d < n; ++d) results.emplace_back(absl::UnknownError("not run"));
+  JobAbort abort(n);
+  {
+    std::vector<std::thread> threads;
+    for (int64_t d = 0; d < n; ++d) {
+      threads.emplace_back([&, d] {
+        std::unique_ptr<ShardChannel> ch =
+            connector_->Open(workers[d].address, deadline);
+        abort.Attach(d, ch.get());
+        results[d] = RunDevice(job_id, plan, d, inputs, *ch);
+        abort.Detach(d);
+        if (!results[d].ok()) abort.Abort();
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  inputs.clear();
+
+  // Report the root cause: a device's own error, not the CANCELLED its
+  // failure caused on the others.
+  std::optional<absl::Status> first;
+  for (int64_t d = 0; d < n; ++d) {
+    if (results[d].ok()) continue;
+    const absl::Status s =
+        DescribeFailure(results[d].status(), DeviceName(plan, d, workers[d]));
+    if (!first.has_value() ||
+        (first->code() == absl::StatusCode::kCancelled &&
+         s.code() != absl::StatusCode::kCancelled)) {
+      first = s;
+    }
+  }
+  if (first.has_value()) return *first;
+
+  const std::string fn = plan.function.name();
+  std::vector<Tensor> outputs;
+  for (size_t o = 0; o < plan.out_specs.size(); ++o) {
+    const ArrayMeta& meta0 = results[0]->outputs[o];
+    for (int64_t d = 1; d < n; ++d) {
+      const ArrayMeta& m = results[d]->outputs[o];
+      if (m.dtype != meta0.dtype || m.shape != meta0.shape) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            fn, " output ", o, " has block ", ShapeString(meta0.dtype, meta0.shape),
+            " on device 0 but ", ShapeString(m.dtype, m.shape), " on device ",
+            d, "; every device must return blocks of one shape and dtype"));
+      }
+    }
+    const std::string what = plan.out_specs.size() == 1
+                                 ? "out_specs"
+                                 : absl::StrCat("out_specs[", o, "]");
+    SHARD_ASSIGN_OR_RETURN(
+        BlockLayout layout,
+        BlockLayout::FromBlockShape(
+            plan.mesh, plan.out_specs[o], meta0.shape, what,
+            absl::StrCat(fn, " output ", o, " (", ShapeString(meta0.dtype, meta0.shape), ")")));
+    // Representative device of each block.
+    std::vector<int64_t> rep(n, -1);
+    for (int64_t d = 0; d < n; ++d) {
+      if (plan.IsOutputRepresentative(o, d)) rep[layout.BlockNumber(d)] = d;
+    }
+    if (plan.check_rep) {
+      for (int64_t d = 0; d < n; ++d) {
+        const int64_t r = rep[layout.BlockNumber(d)];
+        if (results[d]->digests[o] == results[r]->digests[o]) continue;
+        std::vector<std::string> axes;
+        const auto cd = plan.mesh.Coords(d), cr = plan.mesh.Coords(r);
+        for (int a = 0; a < plan.mesh.num_axes(); ++a) {
+          if (cd[a] != cr[a]) axes.push_back(plan.mesh.axes()[a].name);
+        }
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " is ", plan.out_specs[o].ToString(), " which implies that ",
+            fn, " output ", o, " is replicated across ", AxesList(axes),
+            ", but device ", r, " (mesh coordinates (", absl::StrJoin(cr, ", "),
+            ")) and device ", d, " (mesh coordinates (", absl::StrJoin(cd, ", "),
+            ")) returned different values. If the output varies over ",
+            axes.size() == 1 ? "that axis" : "those axes",
+            ", mention it in the out_spec; if not, check the function, or "
+            "pass --no-check-rep to skip this check"));
+      }
+    }
+    SHARD_ASSIGN_OR_RETURN(
+        Tensor out, Tensor::Create(meta0.dtype, layout.global_shape(),
+                                   options_.max_output_bytes));
+    for (int64_t d = 0; d < n; ++d) {
+      if (!plan.IsOutputRepresentative(o, d)) continue;
+      std::optional<Tensor>& block = results[d]->blocks[o];
+      BlockRegion region(layout.global_shape(), layout.block_shape(),
+                         layout.BlockOrigin(d), ItemSize(meta0.dtype));
+      region.CopyIn(block->data(), 0, region.num_bytes(), out.data());
+      block.reset();
+    }
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
+}  // namespace shardmap

@@ -1,0 +1,51 @@
+// Runs a planned job on its workers: ships each device only the blocks of
+// the arguments it needs, collects the output blocks, verifies replication
+// (check_rep, on value digests) and assembles the outputs by out_specs.
+//
+// Fate-sharing: the first device that fails cancels the others, and the
+// job fails with that device's error, naming the device and the worker.
+//
+// Thread-safe; every Run is independent.
+#ifndef SHARDMAP_SERVER_JOB_RUNNER_H_
+#define SHARDMAP_SERVER_JOB_RUNNER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/tensor.h"
+#include "server/planner.h"
+#include "server/shard_channel.h"
+#include "server/worker_pool.h"
+
+namespace shardmap {
+
+class JobRunner {
+ public:
+  struct Options {
+    // Largest output the coordinator assembles; over it the job fails with
+    // RESOURCE_EXHAUSTED before allocating.
+    uint64_t max_output_bytes = uint64_t{16} << 30;
+  };
+  JobRunner(const Options& options, WorkerConnector* connector)
+      : options_(options), connector_(connector) {}
+
+  // Runs `plan` with `inputs` (whole arrays, one per argument); device i
+  // runs on workers[i]. Errors: whatever a device returned (annotated with
+  // the device and worker), UNAVAILABLE for a lost worker,
+  // DEADLINE_EXCEEDED, INVALID_ARGUMENT for outputs that do not fit their
+  // out_specs or break check_rep.
+  absl::StatusOr<std::vector<Tensor>> Run(
+      const std::string& job_id, const JobPlan& plan,
+      std::vector<Tensor> inputs,
+      const std::vector<WorkerPool::Worker>& workers, absl::Time deadline);
+
+ private:
+  const Options options_;
+  WorkerConnector* const connector_;  // Not owned.
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_SERVER_JOB_RUNNER_H_

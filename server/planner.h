@@ -1,0 +1,58 @@
+// The planner turns a client's JobSpec into a sharding plan, validating
+// everything that can be checked before data moves, in JAX's order: mesh,
+// function, argument count, in_specs (names, prefix, rank, divisibility),
+// dtypes and keyword arguments, out_specs names.
+//
+// Pure logic; thread-compatible.
+#ifndef SHARDMAP_SERVER_PLANNER_H_
+#define SHARDMAP_SERVER_PLANNER_H_
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/block_math.h"
+#include "core/mesh.h"
+#include "core/partition_spec.h"
+#include "core/proto_convert.h"
+#include "shardmap/v1/coordinator.pb.h"
+
+namespace shardmap {
+
+struct ArgPlan {
+  ArrayMeta meta;
+  PartitionSpec spec;
+  // How the argument splits; an unsplit (None) spec uses P(), so every
+  // device gets the whole array.
+  BlockLayout layout;
+};
+
+struct JobPlan {
+  Mesh mesh;
+  v1::FunctionSignature function;
+  std::vector<ArgPlan> args;
+  // One per output of the function.
+  std::vector<PartitionSpec> out_specs;
+  // The keyword arguments with defaults filled in, as JSON text.
+  std::string kwargs_json;
+  bool check_rep = true;
+
+  uint64_t input_bytes() const;
+  // Whether `device` is the one whose copy of output `o` the coordinator
+  // keeps: coordinate 0 on every mesh axis out_specs[o] does not mention.
+  bool IsOutputRepresentative(int o, int64_t device) const;
+};
+
+using FunctionLookup =
+    std::function<absl::StatusOr<v1::FunctionSignature>(const std::string&)>;
+
+// Errors: INVALID_ARGUMENT naming the argument, dimension or axis;
+// NOT_FOUND for an unknown function (from `lookup`).
+absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
+                                const FunctionLookup& lookup);
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_SERVER_PLANNER_H_

@@ -1,0 +1,41 @@
+// How the job runner talks to one worker about one device's part of a job,
+// without knowing about gRPC: a bidirectional stream of ShardRequest out
+// and ShardResponse in. The gRPC implementation is grpc_worker_connector.
+#ifndef SHARDMAP_SERVER_SHARD_CHANNEL_H_
+#define SHARDMAP_SERVER_SHARD_CHANNEL_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "shardmap/v1/worker.pb.h"
+
+namespace shardmap {
+
+// One open stream. Not thread-safe, except Cancel, which any thread may
+// call at any time.
+class ShardChannel {
+ public:
+  virtual ~ShardChannel() = default;
+  // False if the stream broke; Finish then tells why.
+  virtual bool Write(const v1::ShardRequest& request) = 0;
+  virtual bool WritesDone() = 0;
+  // False at the end of the stream or when it broke.
+  virtual bool Read(v1::ShardResponse* response) = 0;
+  // The stream's final status. Call once, after Read returned false.
+  virtual absl::Status Finish() = 0;
+  virtual void Cancel() = 0;
+};
+
+// Opens streams to workers by address. Thread-safe.
+class WorkerConnector {
+ public:
+  virtual ~WorkerConnector() = default;
+  virtual std::unique_ptr<ShardChannel> Open(const std::string& address,
+                                             absl::Time deadline) = 0;
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_SERVER_SHARD_CHANNEL_H_

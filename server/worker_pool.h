@@ -1,0 +1,82 @@
+// The coordinator's view of its workers: who registered, at which address,
+// and who is still heartbeating. A worker whose last heartbeat is older
+// than `heartbeat_timeout` has left the pool. Also the catalog of function
+// signatures the workers declared.
+//
+// Thread-safe.
+#ifndef SHARDMAP_SERVER_WORKER_POOL_H_
+#define SHARDMAP_SERVER_WORKER_POOL_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "shardmap/v1/common.pb.h"
+
+namespace shardmap {
+
+namespace v1 = ::shardmap::v1;
+
+class WorkerPool {
+ public:
+  struct Options {
+    // What the pool asks workers to keep to.
+    absl::Duration heartbeat_interval = absl::Milliseconds(500);
+    // A worker silent for this long is no longer live.
+    absl::Duration heartbeat_timeout = absl::Seconds(3);
+    // Injectable for tests.
+    std::function<absl::Time()> clock = [] { return absl::Now(); };
+  };
+  struct Worker {
+    std::string id;
+    std::string address;
+    uint64_t incarnation = 0;
+    absl::Time last_heartbeat;
+  };
+
+  explicit WorkerPool(Options options) : options_(std::move(options)) {}
+
+  // Adds a worker and returns its id ("w0", "w1", ...). A worker that
+  // registers again from the same address (a restart) replaces its old
+  // entry. INVALID_ARGUMENT for an empty address.
+  absl::StatusOr<std::string> Register(
+      const std::string& address, uint64_t incarnation,
+      const std::vector<v1::FunctionSignature>& functions);
+  // NOT_FOUND if the worker is unknown, expired, or of an old incarnation.
+  absl::Status Heartbeat(const std::string& id, uint64_t incarnation);
+
+  // Live workers in registration order.
+  std::vector<Worker> LiveWorkers() const;
+  // The first `n` live workers; FAILED_PRECONDITION saying how many are
+  // alive when fewer than `n`.
+  absl::StatusOr<std::vector<Worker>> Acquire(int64_t n) const;
+
+  // NOT_FOUND listing the known functions.
+  absl::StatusOr<v1::FunctionSignature> FindFunction(
+      const std::string& name) const;
+  std::vector<v1::FunctionSignature> Functions() const;
+
+  absl::Duration heartbeat_interval() const {
+    return options_.heartbeat_interval;
+  }
+
+ private:
+  void ExpireLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  mutable absl::Mutex mu_;
+  // Keyed by registration sequence number, so iteration is in order.
+  mutable std::map<uint64_t, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, v1::FunctionSignature> functions_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_SERVER_WORKER_POOL_H_

@@ -1,0 +1,108 @@
+#include "worker/coordinator_link.h"
+
+#include <grpcpp/grpcpp.h>
+#include <spdlog/spdlog.h>
+
+#include <random>
+
+#include "core/channel.h"
+
+namespace shardmap {
+namespace {
+
+uint64_t RandomIncarnation() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+
+}  // namespace
+
+CoordinatorLink::CoordinatorLink(const Options& options)
+    : options_(options), incarnation_(RandomIncarnation()) {
+  stub_ = v1::WorkerRegistry::NewStub(MakeChannel(options_.coordinator));
+}
+
+absl::StatusOr<std::unique_ptr<CoordinatorLink>> CoordinatorLink::Create(
+    const Options& options) {
+  if (options.coordinator.empty()) {
+    return absl::InvalidArgumentError("--coordinator is required");
+  }
+  std::unique_ptr<CoordinatorLink> link(new CoordinatorLink(options));
+  link->thread_ = std::thread([l = link.get()] { l->Loop(); });
+  return link;
+}
+
+CoordinatorLink::~CoordinatorLink() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+std::string CoordinatorLink::worker_id() const {
+  absl::MutexLock lock(&mu_);
+  return worker_id_;
+}
+
+bool CoordinatorLink::WaitForStop(absl::Duration d) {
+  absl::MutexLock lock(&mu_);
+  mu_.AwaitWithTimeout(absl::Condition(&stop_), d);
+  return stop_;
+}
+
+void CoordinatorLink::Loop() {
+  std::string id;
+  absl::Duration interval = absl::Seconds(1);
+  bool warned = false;
+  while (true) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+    if (id.empty()) {
+      v1::RegisterRequest req;
+      req.set_address(options_.advertise);
+      req.set_incarnation(incarnation_);
+      for (const auto& f : options_.functions) *req.add_functions() = f;
+      v1::RegisterResponse resp;
+      grpc::Status s = stub_->Register(&ctx, req, &resp);
+      if (s.ok()) {
+        id = resp.worker_id();
+        interval = absl::Milliseconds(std::max<int64_t>(10, resp.heartbeat_interval_ms()));
+        warned = false;
+        {
+          absl::MutexLock lock(&mu_);
+          worker_id_ = id;
+        }
+        spdlog::info("registered with coordinator {} as {}", options_.coordinator, id);
+        if (WaitForStop(interval)) return;
+        continue;
+      }
+      if (!warned) {
+        spdlog::warn("cannot register with coordinator {}: {}; retrying",
+                     options_.coordinator, s.error_message());
+        warned = true;
+      }
+      if (WaitForStop(options_.retry_interval)) return;
+      continue;
+    }
+    v1::HeartbeatRequest req;
+    req.set_worker_id(id);
+    req.set_incarnation(incarnation_);
+    v1::HeartbeatResponse resp;
+    grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
+    if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+      spdlog::info("coordinator no longer knows {}; registering again", id);
+      id.clear();
+      continue;
+    }
+    if (!s.ok() && !warned) {
+      spdlog::warn("heartbeat to {} failed: {}", options_.coordinator, s.error_message());
+      warned = true;
+    } else if (s.ok()) {
+      warned = false;
+    }
+    if (WaitForStop(interval)) return;
+  }
+}
+
+}  // namespace shardmap

@@ -1,0 +1,61 @@
+// The functions a worker can run, by name: native C++ kernels over Eigen,
+// each with a declared signature so bad calls fail before they run.
+//
+// Registration happens once at start (RegisterBuiltins(registry) from
+// main); after that the registry is read-only and safe to share between
+// threads.
+#ifndef SHARDMAP_WORKER_FUNCTION_REGISTRY_H_
+#define SHARDMAP_WORKER_FUNCTION_REGISTRY_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/mesh.h"
+#include "core/signature.h"
+#include "core/tensor.h"
+
+namespace shardmap {
+
+// What a kernel knows about where it runs. Collectives join here later.
+struct CallContext {
+  const Mesh* mesh = nullptr;  // Not owned.
+  int64_t device_id = 0;
+  std::vector<int64_t> coords;  // the device's mesh coordinates
+};
+
+// A kernel gets its blocks (it may consume them) and the keyword arguments
+// with defaults already filled in and JSON types already checked. It
+// returns INVALID_ARGUMENT naming the argument for shapes it cannot take.
+using Kernel = std::function<absl::StatusOr<std::vector<Tensor>>(
+    const CallContext& ctx, std::vector<Tensor>& args,
+    const nlohmann::json& kwargs)>;
+
+struct FunctionDef {
+  v1::FunctionSignature signature;
+  Kernel kernel;
+};
+
+class FunctionRegistry {
+ public:
+  // ALREADY_EXISTS if the name is taken.
+  absl::Status Register(const Signature& signature, Kernel kernel);
+  // NOT_FOUND listing the registered names.
+  absl::StatusOr<const FunctionDef*> Find(const std::string& name) const;
+  std::vector<v1::FunctionSignature> Signatures() const;
+
+ private:
+  std::map<std::string, FunctionDef> functions_;
+};
+
+// Registers identity, add, mul, scale, relu, matmul, sum.
+void RegisterBuiltins(FunctionRegistry& registry);
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_WORKER_FUNCTION_REGISTRY_H_
