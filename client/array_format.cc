@@ -8,19 +8,25 @@
 namespace shardmap {
 namespace {
 
+// numpy marks floats that print as integers with a trailing point: "3.".
+std::string FloatText(std::string s) {
+  if (s.find_first_of(".eE") == std::string::npos) s += ".";
+  return s;
+}
+
 std::string Element(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
     case DType::kFloat32: {
       const float v = t.data_as<float>()[i];
       if (std::isnan(v)) return "nan";
       if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-      return absl::StrFormat("%.8g", v);
+      return FloatText(absl::StrFormat("%.8g", v));
     }
     case DType::kFloat64: {
       const double v = t.data_as<double>()[i];
       if (std::isnan(v)) return "nan";
       if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-      return absl::StrFormat("%.16g", v);
+      return FloatText(absl::StrFormat("%.16g", v));
     }
     case DType::kInt32: return absl::StrCat(t.data_as<int32_t>()[i]);
     case DType::kInt64: return absl::StrCat(t.data_as<int64_t>()[i]);

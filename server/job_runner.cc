@@ -54,9 +54,9 @@ class JobAbort {
 
 std::string DeviceName(const JobPlan& plan, int64_t d,
                        const WorkerPool::Worker& w) {
-  return absl::StrCat("device ", d, " (mesh coordinates (",
-                      absl::StrJoin(plan.mesh.Coords(d), ", "), "), worker ",
-                      w.id, " at ", w.address, ")");
+  return absl::StrCat("device ", d, " (mesh coordinates ",
+                      ShapeTuple(plan.mesh.Coords(d)), ", worker ", w.id,
+                      " at ", w.address, ")");
 }
 
 absl::Status DescribeFailure(const absl::Status& s, const std::string& device) {
@@ -70,6 +70,13 @@ absl::Status DescribeFailure(const absl::Status& s, const std::string& device) {
     default:
       return Annotate(s, device);
   }
+}
+
+// Ends a stream we no longer trust; our own error is the one to report.
+absl::Status Abandon(ShardChannel& ch, absl::Status why) {
+  ch.Cancel();
+  static_cast<void>(ch.Finish());
+  return why;
 }
 
 absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
@@ -115,29 +122,19 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
     if (!response.has_outputs() ||
         response.outputs().outputs_size() != num_outputs ||
         response.outputs().digests_size() != num_outputs) {
-      ch.Cancel();
-      ch.Finish();
-      return absl::InternalError("worker sent a malformed ShardOutputs");
+      return Abandon(ch, absl::InternalError("worker sent a malformed ShardOutputs"));
     }
     std::vector<size_t> sizes;
     std::vector<ChunkSequencer::Sink> sinks;
     for (int o = 0; o < num_outputs; ++o) {
       auto meta = HeaderFromProto(response.outputs().outputs(o),
                                   absl::StrCat("output ", o));
-      if (!meta.ok()) {
-        ch.Cancel();
-        ch.Finish();
-        return meta.status();
-      }
+      if (!meta.ok()) return Abandon(ch, meta.status());
       result.outputs.push_back(*meta);
       result.digests.push_back(response.outputs().digests(o));
       if (plan.IsOutputRepresentative(o, d)) {
         auto t = Tensor::Create(meta->dtype, meta->shape);
-        if (!t.ok()) {
-          ch.Cancel();
-          ch.Finish();
-          return t.status();
-        }
+        if (!t.ok()) return Abandon(ch, t.status());
         result.blocks.emplace_back(*std::move(t));
         sizes.push_back(meta->num_bytes());
         uint8_t* base = result.blocks.back()->data();
@@ -155,11 +152,7 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
       absl::Status s = response.has_chunk()
                            ? sequencer.Accept(response.chunk())
                            : absl::InternalError("unexpected message after outputs");
-      if (!s.ok()) {
-        ch.Cancel();
-        ch.Finish();
-        return s;
-      }
+      if (!s.ok()) return Abandon(ch, s);
     }
     SHARD_RETURN_IF_ERROR(ch.Finish());
     SHARD_RETURN_IF_ERROR(sequencer.Finish());
@@ -255,9 +248,9 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
         return absl::InvalidArgumentError(absl::StrCat(
             what, " is ", plan.out_specs[o].ToString(), " which implies that ",
             fn, " output ", o, " is replicated across ", AxesList(axes),
-            ", but device ", r, " (mesh coordinates (", absl::StrJoin(cr, ", "),
-            ")) and device ", d, " (mesh coordinates (", absl::StrJoin(cd, ", "),
-            ")) returned different values. If the output varies over ",
+            ", but device ", r, " (mesh coordinates ", ShapeTuple(cr),
+            ") and device ", d, " (mesh coordinates ", ShapeTuple(cd),
+            ") returned different values. If the output varies over ",
             axes.size() == 1 ? "that axis" : "those axes",
             ", mention it in the out_spec; if not, check the function, or "
             "pass --no-check-rep to skip this check"));

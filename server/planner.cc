@@ -49,7 +49,8 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
                                 const FunctionLookup& lookup) {
   auto mesh = MeshFromProto(spec.mesh());
   if (!mesh.ok()) return Annotate(mesh.status(), "mesh");
-  JobPlan plan{*std::move(mesh)};
+  JobPlan plan;
+  plan.mesh = *std::move(mesh);
   plan.check_rep = !spec.no_check_rep();
   SHARD_ASSIGN_OR_RETURN(plan.function, lookup(spec.function()));
   const std::string& fn = spec.function();

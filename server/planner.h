@@ -30,7 +30,7 @@ struct ArgPlan {
 };
 
 struct JobPlan {
-  Mesh mesh;
+  Mesh mesh = *Mesh::Create({{"x", 1}});
   v1::FunctionSignature function;
   std::vector<ArgPlan> args;
   // One per output of the function.

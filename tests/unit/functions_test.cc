@@ -6,7 +6,8 @@
 // /usr/bin/python3 (or $SHARDMAP_PYTHON): the C++ side lists the cases
 // (function, kwargs, argument dtypes and shapes), Python draws random
 // inputs, computes numpy's result and prints both as text with repr
-// precision, and each case parses that back into Tensors.
+// precision, and each case parses that back into Tensors. The output is
+// cached in TempDir, keyed by a hash of the script and the cases.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -14,11 +15,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/signature.h"
@@ -96,6 +99,7 @@ for line in open(sys.argv[1]):
     for a in args:
         emit("arg", a)
     emit("out", reference(fn, json.loads(kwargs), args))
+print("done")
 )PY";
 
 struct ArgSpec {
@@ -237,48 +241,70 @@ Tensor ReadTensor(std::istream& in, const std::string& header) {
   return t;
 }
 
-// Runs the reference script over every case once; an error message if
-// Python or numpy is missing or the script fails.
+std::string SpecText() {
+  std::string text;
+  for (const CaseSpec& c : AllCases()) {
+    std::vector<std::string> args;
+    for (const ArgSpec& a : c.args) {
+      args.push_back(absl::StrCat(a.dtype, ":", absl::StrJoin(a.shape, ",")));
+    }
+    absl::StrAppend(&text, c.name, "\t", c.fn, "\t", c.kwargs, "\t", c.fill,
+                    "\t", absl::StrJoin(args, ";"), "\n");
+  }
+  return text;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// numpy's output for every case. gtest_discover_tests runs each test in its
+// own process, so the output is cached in TempDir under a hash of the
+// script and the cases, published with an atomic rename.
+absl::StatusOr<std::string> NumpyOutput() {
+  const std::string spec = SpecText();
+  const std::string key = absl::StrCat(
+      std::hash<std::string>()(absl::StrCat(kReferenceScript, spec)));
+  const std::string dir = ::testing::TempDir();
+  const std::string cache = absl::StrCat(dir, "/functions_test_ref_", key);
+  std::string text = ReadFile(cache);
+  if (absl::EndsWith(text, "done\n")) return text;
+
+  const std::string stem = absl::StrCat(dir, "/functions_test_", getpid());
+  std::ofstream(stem + ".py") << kReferenceScript;
+  std::ofstream(stem + ".tsv") << spec;
+  const char* env = std::getenv("SHARDMAP_PYTHON");
+  const std::string cmd =
+      absl::StrCat(env != nullptr ? env : "/usr/bin/python3", " ", stem, ".py ",
+                   stem, ".tsv > ", stem, ".out");
+  const int rc = std::system(cmd.c_str());
+  text = ReadFile(stem + ".out");
+  std::remove((stem + ".py").c_str());
+  std::remove((stem + ".tsv").c_str());
+  if (rc != 0 || !absl::EndsWith(text, "done\n")) {
+    std::remove((stem + ".out").c_str());
+    return absl::InternalError(absl::StrCat(
+        "numpy reference failed (exit ", rc, ") running '", cmd,
+        "'; it needs Python with numpy ($SHARDMAP_PYTHON picks another)"));
+  }
+  std::rename((stem + ".out").c_str(), cache.c_str());
+  return text;
+}
+
+// The parsed reference cases, computed once per process.
 const std::map<std::string, Reference>& References(std::string* error) {
   static std::string* failure = new std::string;
   static auto* refs = [] {
     auto* out = new std::map<std::string, Reference>;
-    const std::string dir = ::testing::TempDir();
-    const std::string stem = absl::StrCat(dir, "/functions_test_", getpid());
-    std::ofstream(stem + ".py") << kReferenceScript;
-    {
-      std::ofstream spec(stem + ".tsv");
-      for (const CaseSpec& c : AllCases()) {
-        std::vector<std::string> args;
-        for (const ArgSpec& a : c.args) {
-          args.push_back(
-              absl::StrCat(a.dtype, ":", absl::StrJoin(a.shape, ",")));
-        }
-        spec << c.name << "\t" << c.fn << "\t" << c.kwargs << "\t" << c.fill
-             << "\t" << absl::StrJoin(args, ";") << "\n";
-      }
-    }
-    const char* env = std::getenv("SHARDMAP_PYTHON");
-    const std::string python = env != nullptr ? env : "/usr/bin/python3";
-    const std::string cmd =
-        absl::StrCat(python, " ", stem, ".py ", stem, ".tsv");
-    FILE* pipe = popen(cmd.c_str(), "r");
-    std::string text;
-    char buf[65536];
-    size_t n;
-    while (pipe != nullptr && (n = fread(buf, 1, sizeof(buf), pipe)) > 0) {
-      text.append(buf, n);
-    }
-    const int rc = pipe != nullptr ? pclose(pipe) : -1;
-    std::remove((stem + ".py").c_str());
-    std::remove((stem + ".tsv").c_str());
-    if (rc != 0) {
-      *failure =
-          absl::StrCat("numpy reference failed (exit ", rc, ") running '", cmd,
-                       "'; it needs Python with numpy");
+    absl::StatusOr<std::string> text = NumpyOutput();
+    if (!text.ok()) {
+      *failure = std::string(text.status().message());
       return out;
     }
-    std::istringstream in(text);
+    std::istringstream in(*text);
     std::string line, name;
     while (std::getline(in, line)) {
       if (line.rfind("case ", 0) == 0) {

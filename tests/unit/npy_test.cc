@@ -377,8 +377,10 @@ class NpyTest : public ::testing::Test {
     fixtures_ok_ = RunPython(*dir_, kGenerate, *dir_) == 0;
   }
   static void TearDownTestSuite() {
+    if (dir_ == nullptr) return;
     fs::remove_all(*dir_);
     delete dir_;
+    dir_ = nullptr;
   }
   void SetUp() override {
     ASSERT_TRUE(fixtures_ok_)

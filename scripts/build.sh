@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs the dependencies (Debian packages) and builds shardmap into
+# build/. Usage: scripts/build.sh [extra cmake args...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+echo "building shardmap (log: build/build.log)..." >&2
+if ! ninja -C build -j"$(nproc)" >build/build.log 2>&1; then
+  tail -50 build/build.log >&2
+  exit 1
+fi
