@@ -1,0 +1,67 @@
+#include "tests/integration/test_cluster.h"
+
+#include <thread>
+
+#include "client/shard_client.h"
+#include "core/channel.h"
+
+namespace shardmap {
+
+TestCluster::TestCluster(const Options& options) {
+  WorkerPool::Options pool_options;
+  pool_options.heartbeat_interval = absl::Milliseconds(50);
+  pool_options.heartbeat_timeout = options.heartbeat_timeout;
+  pool_ = std::make_unique<WorkerPool>(pool_options);
+  runner_ = std::make_unique<JobRunner>(JobRunner::Options{}, &connector_);
+  coordinator_ = std::make_unique<CoordinatorService>(
+      CoordinatorService::Options{}, pool_.get(), runner_.get());
+  registry_ = std::make_unique<RegistryService>(pool_.get());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  ConfigureServerBuilder(builder);
+  builder.RegisterService(coordinator_.get());
+  builder.RegisterService(registry_.get());
+  server_ = builder.BuildAndStart();
+  address_ = "127.0.0.1:" + std::to_string(port);
+
+  for (int i = 0; i < options.num_workers; ++i) {
+    auto w = std::make_unique<Worker>();
+    RegisterBuiltins(w->registry);
+    w->executor = std::make_unique<ShardExecutor>(&w->registry);
+    w->service = std::make_unique<WorkerService>(WorkerService::Options{},
+                                                 w->executor.get());
+    grpc::ServerBuilder wb;
+    int wport = 0;
+    wb.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &wport);
+    ConfigureServerBuilder(wb);
+    wb.RegisterService(w->service.get());
+    w->server = wb.BuildAndStart();
+    w->address = "127.0.0.1:" + std::to_string(wport);
+    CoordinatorLink::Options link;
+    link.coordinator = address_;
+    link.advertise = w->address;
+    link.functions = w->registry.Signatures();
+    w->link = *CoordinatorLink::Create(link);
+    workers_.push_back(std::move(w));
+  }
+  auto client = ShardClient::Create({address_});
+  absl::Status s = (*client)->WaitForWorkers(options.num_workers, absl::Seconds(20));
+  if (!s.ok()) std::abort();
+}
+
+void TestCluster::KillWorker(int i) {
+  Worker& w = *workers_[i];
+  w.link.reset();
+  w.server->Shutdown(std::chrono::system_clock::now());
+}
+
+TestCluster::~TestCluster() {
+  for (auto& w : workers_) {
+    w->link.reset();
+    w->server->Shutdown(std::chrono::system_clock::now());
+  }
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+}
+
+}  // namespace shardmap

@@ -1,0 +1,61 @@
+// An in-process cluster for integration tests: a coordinator and N workers,
+// each a real gRPC server on 127.0.0.1 (port 0), joined exactly as the
+// binaries join them (workers register through CoordinatorLink).
+//
+// Not thread-safe: create, use from many threads, destroy from one.
+#ifndef SHARDMAP_TESTS_INTEGRATION_TEST_CLUSTER_H_
+#define SHARDMAP_TESTS_INTEGRATION_TEST_CLUSTER_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "server/coordinator_service.h"
+#include "server/grpc_worker_connector.h"
+#include "worker/coordinator_link.h"
+#include "worker/function_registry.h"
+#include "worker/shard_executor.h"
+#include "worker/worker_service.h"
+
+namespace shardmap {
+
+class TestCluster {
+ public:
+  struct Options {
+    int num_workers = 4;
+    absl::Duration heartbeat_timeout = absl::Seconds(10);
+  };
+  explicit TestCluster(const Options& options);
+  ~TestCluster();
+
+  const std::string& address() const { return address_; }
+  // Stops worker `i`'s server at once (its process "dies").
+  void KillWorker(int i);
+  const std::string& worker_address(int i) const { return workers_[i]->address; }
+
+ private:
+  struct Worker {
+    FunctionRegistry registry;
+    std::unique_ptr<ShardExecutor> executor;
+    std::unique_ptr<WorkerService> service;
+    std::unique_ptr<grpc::Server> server;
+    std::unique_ptr<CoordinatorLink> link;
+    std::string address;
+  };
+
+  std::unique_ptr<WorkerPool> pool_;
+  GrpcWorkerConnector connector_;
+  std::unique_ptr<JobRunner> runner_;
+  std::unique_ptr<CoordinatorService> coordinator_;
+  std::unique_ptr<RegistryService> registry_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string address_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_TESTS_INTEGRATION_TEST_CLUSTER_H_
