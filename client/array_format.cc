@@ -28,8 +28,10 @@ std::string Element(const Tensor& t, int64_t i) {
       if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
       return FloatText(absl::StrFormat("%.16g", v));
     }
-    case DType::kInt32: return absl::StrCat(t.data_as<int32_t>()[i]);
-    case DType::kInt64: return absl::StrCat(t.data_as<int64_t>()[i]);
+    case DType::kInt32:
+      return absl::StrCat(t.data_as<int32_t>()[i]);
+    case DType::kInt64:
+      return absl::StrCat(t.data_as<int64_t>()[i]);
   }
   return "?";
 }
@@ -38,22 +40,29 @@ nlohmann::json JsonElement(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
     case DType::kFloat32: {
       const float v = t.data_as<float>()[i];
-      return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(Element(t, i));
+      return std::isfinite(v) ? nlohmann::json(v)
+                              : nlohmann::json(Element(t, i));
     }
     case DType::kFloat64: {
       const double v = t.data_as<double>()[i];
-      return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(Element(t, i));
+      return std::isfinite(v) ? nlohmann::json(v)
+                              : nlohmann::json(Element(t, i));
     }
-    case DType::kInt32: return t.data_as<int32_t>()[i];
-    case DType::kInt64: return t.data_as<int64_t>()[i];
+    case DType::kInt32:
+      return t.data_as<int32_t>()[i];
+    case DType::kInt64:
+      return t.data_as<int64_t>()[i];
   }
   return nullptr;
 }
 
-void Format(const Tensor& t, int dim, int64_t offset, int64_t stride,
-            std::string* out) {
+// Elements are right-aligned to one width, as numpy prints them.
+void Format(const Tensor& t, const std::vector<std::string>& text, size_t width,
+            int dim, int64_t offset, int64_t stride, std::string* out) {
   if (dim == t.rank()) {
-    absl::StrAppend(out, Element(t, offset));
+    const std::string& e = text[offset];
+    out->append(width - std::min(width, e.size()), ' ');
+    absl::StrAppend(out, e);
     return;
   }
   const int64_t n = t.shape()[dim];
@@ -64,17 +73,19 @@ void Format(const Tensor& t, int dim, int64_t offset, int64_t stride,
       absl::StrAppend(out, dim + 1 == t.rank() ? " " : "\n");
       if (dim + 1 < t.rank()) out->append(dim + 1, ' ');
     }
-    Format(t, dim + 1, offset + i * inner, inner, out);
+    Format(t, text, width, dim + 1, offset + i * inner, inner, out);
   }
   absl::StrAppend(out, "]");
 }
 
-nlohmann::json ToJson(const Tensor& t, int dim, int64_t offset, int64_t stride) {
+nlohmann::json ToJson(const Tensor& t, int dim, int64_t offset,
+                      int64_t stride) {
   if (dim == t.rank()) return JsonElement(t, offset);
   nlohmann::json list = nlohmann::json::array();
   const int64_t n = t.shape()[dim];
   const int64_t inner = stride / std::max<int64_t>(n, 1);
-  for (int64_t i = 0; i < n; ++i) list.push_back(ToJson(t, dim + 1, offset + i * inner, inner));
+  for (int64_t i = 0; i < n; ++i)
+    list.push_back(ToJson(t, dim + 1, offset + i * inner, inner));
   return list;
 }
 
@@ -86,8 +97,14 @@ std::string FormatArray(const Tensor& t, int64_t max_elements) {
                         t.num_elements(),
                         " elements; write it with --out FILE.npy>");
   }
+  std::vector<std::string> text;
+  size_t width = 0;
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    text.push_back(Element(t, i));
+    width = std::max(width, text.back().size());
+  }
   std::string out;
-  Format(t, 0, 0, t.num_elements(), &out);
+  Format(t, text, width, 0, 0, t.num_elements(), &out);
   return out;
 }
 

@@ -3,9 +3,8 @@
 #ifndef SHARDMAP_CLIENT_ARRAY_FORMAT_H_
 #define SHARDMAP_CLIENT_ARRAY_FORMAT_H_
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/tensor.h"
 

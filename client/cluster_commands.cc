@@ -1,6 +1,5 @@
 // shardctl up, status and functions.
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_format.h"
@@ -26,11 +25,12 @@ int UpCommand(const UpFlags& f) {
   options.listen = f.listen;
   options.log_level = f.log_level;
   auto cluster = LocalCluster::Start(options);
-  if (!cluster.ok()) return ReportError(cluster.status(), kExitUnavailable, false);
+  if (!cluster.ok())
+    return ReportError(cluster.status(), kExitUnavailable, false);
   std::cout << (*cluster)->address() << std::endl;
-  std::cerr << "shardmap cluster ready: coordinator at " << (*cluster)->address()
-            << " with " << f.workers << " worker" << (f.workers == 1 ? "" : "s")
-            << "; Ctrl-C stops it" << std::endl;
+  std::cerr << "shardmap cluster ready: coordinator at "
+            << (*cluster)->address() << " with " << f.workers << " worker"
+            << (f.workers == 1 ? "" : "s") << "; Ctrl-C stops it" << std::endl;
   WaitForTerminationSignal();
   std::cerr << "stopping" << std::endl;
   return kExitOk;
@@ -41,7 +41,8 @@ int StatusCommand(const QueryFlags& f) {
   if (!client.ok()) return ReportError(client.status(), kExitUsage, f.json);
   auto status = (*client)->Status();
   if (!status.ok()) {
-    return ReportError(status.status(), ExitCodeForStatus(status.status()), f.json);
+    return ReportError(status.status(), ExitCodeForStatus(status.status()),
+                       f.json);
   }
   if (f.json) {
     nlohmann::json j;
@@ -51,9 +52,10 @@ int StatusCommand(const QueryFlags& f) {
     j["jobs_failed"] = status->jobs_failed();
     j["workers"] = nlohmann::json::array();
     for (const auto& w : status->workers()) {
-      j["workers"].push_back({{"id", w.worker_id()},
-                              {"address", w.address()},
-                              {"seconds_since_heartbeat", w.seconds_since_heartbeat()}});
+      j["workers"].push_back(
+          {{"id", w.worker_id()},
+           {"address", w.address()},
+           {"seconds_since_heartbeat", w.seconds_since_heartbeat()}});
     }
     std::cout << j.dump() << std::endl;
     return kExitOk;
@@ -76,16 +78,18 @@ int FunctionsCommand(const QueryFlags& f) {
   if (!client.ok()) return ReportError(client.status(), kExitUsage, f.json);
   auto functions = (*client)->ListFunctions();
   if (!functions.ok()) {
-    return ReportError(functions.status(), ExitCodeForStatus(functions.status()),
-                       f.json);
+    return ReportError(functions.status(),
+                       ExitCodeForStatus(functions.status()), f.json);
   }
   if (f.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& fn : *functions) {
       nlohmann::json kwargs = nlohmann::json::array();
       for (const auto& k : fn.kwargs()) {
-        nlohmann::json kj = {{"name", k.name()}, {"type", k.type()}, {"required", k.required()}};
-        if (!k.required()) kj["default"] = nlohmann::json::parse(k.default_json());
+        nlohmann::json kj = {
+            {"name", k.name()}, {"type", k.type()}, {"required", k.required()}};
+        if (!k.required())
+          kj["default"] = nlohmann::json::parse(k.default_json());
         kwargs.push_back(kj);
       }
       list.push_back({{"name", fn.name()},

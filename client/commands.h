@@ -42,7 +42,8 @@ struct QueryFlags {
 int StatusCommand(const QueryFlags& flags);
 int FunctionsCommand(const QueryFlags& flags);
 
-// Prints the error (stderr, and JSON on stdout when `json`); returns `exit_code`.
+// Prints the error (stderr, and JSON on stdout when `json`); returns
+// `exit_code`.
 int ReportError(const absl::Status& status, int exit_code, bool json);
 
 }  // namespace shardmap

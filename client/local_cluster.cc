@@ -46,7 +46,8 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv,
     signal(SIGPIPE, SIG_DFL);
     dup2(fds[1], STDOUT_FILENO);
     std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    for (const std::string& a : argv)
+      args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     execv(args[0], args.data());
     _exit(127);
@@ -111,7 +112,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
       Spawn({dir + "/shardmap-coordinator", "--listen", options.listen,
              "--log-level", options.log_level},
             &fd));
-  auto address = ReadAnnouncement(fd, "shardmap-coordinator listening on ", deadline);
+  auto address =
+      ReadAnnouncement(fd, "shardmap-coordinator listening on ", deadline);
   close(fd);
   if (!address.ok()) {
     return Annotate(address.status(), "starting shardmap-coordinator");
@@ -119,16 +121,16 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   cluster->address_ = *address;
   for (int i = 0; i < options.num_workers; ++i) {
     SHARD_ASSIGN_OR_RETURN(
-        pid_t pid, Spawn({dir + "/shardmap-worker", "--coordinator",
-                          cluster->address_, "--listen", "127.0.0.1:0",
-                          "--log-level", options.log_level},
-                         nullptr));
+        pid_t pid,
+        Spawn({dir + "/shardmap-worker", "--coordinator", cluster->address_,
+               "--listen", "127.0.0.1:0", "--log-level", options.log_level},
+              nullptr));
     cluster->worker_pids_.push_back(pid);
   }
-  SHARD_ASSIGN_OR_RETURN(auto client,
-                         ShardClient::Create({cluster->address_}));
+  SHARD_ASSIGN_OR_RETURN(auto client, ShardClient::Create({cluster->address_}));
   SHARD_RETURN_IF_ERROR(client->WaitForWorkers(
-      options.num_workers, std::max(absl::ZeroDuration(), deadline - absl::Now())));
+      options.num_workers,
+      std::max(absl::ZeroDuration(), deadline - absl::Now())));
   return cluster;
 }
 

@@ -4,7 +4,6 @@
 
 #include <iostream>
 #include <memory>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -78,9 +77,9 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
   }
   if (!f.outs.empty() && f.outs.size() != f.out_specs.size() &&
       f.out_specs.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "got ", f.outs.size(), " --out but ", f.out_specs.size(),
-        " --out-spec; give one --out-spec per --out"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("got ", f.outs.size(), " --out but ", f.out_specs.size(),
+                     " --out-spec; give one --out-spec per --out"));
   }
   for (size_t i = 0; i < f.out_specs.size(); ++i) {
     auto spec = PartitionSpec::Parse(f.out_specs[i]);
@@ -149,7 +148,8 @@ int RunCommand(const RunFlags& f) {
   auto result = (*client)->Run(run.job);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!result.ok()) {
-    return ReportError(result.status(), ExitCodeForStatus(result.status()), f.json);
+    return ReportError(result.status(), ExitCodeForStatus(result.status()),
+                       f.json);
   }
   if (!f.outs.empty() && f.outs.size() != result->outputs.size()) {
     return ReportError(

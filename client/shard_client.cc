@@ -46,12 +46,12 @@ absl::StatusOr<JobResult> ShardClient::Run(const JobRequest& job) const {
   std::thread sender([&] {
     if (!stream->Write(request)) return;
     for (size_t i = 0; i < job.args.size(); ++i) {
-      const bool ok = SendTensorChunks(
-          static_cast<uint32_t>(i), *job.args[i], [&](v1::ArrayChunk&& chunk) {
-            v1::RunJobRequest r;
-            *r.mutable_chunk() = std::move(chunk);
-            return stream->Write(r);
-          });
+      const bool ok = SendTensorChunks(static_cast<uint32_t>(i), *job.args[i],
+                                       [&](v1::ArrayChunk&& chunk) {
+                                         v1::RunJobRequest r;
+                                         *r.mutable_chunk() = std::move(chunk);
+                                         return stream->Write(r);
+                                       });
       if (!ok) return;
     }
     stream->WritesDone();
@@ -67,7 +67,8 @@ absl::StatusOr<JobResult> ShardClient::Run(const JobRequest& job) const {
       result.job_id = response.result().job_id();
       result.coordinator_seconds = response.result().seconds();
       result.num_devices = response.result().num_devices();
-      for (int i = 0; status.ok() && i < response.result().outputs_size(); ++i) {
+      for (int i = 0; status.ok() && i < response.result().outputs_size();
+           ++i) {
         auto meta = HeaderFromProto(response.result().outputs(i),
                                     absl::StrCat("output ", i));
         if (!meta.ok()) {
@@ -81,11 +82,13 @@ absl::StatusOr<JobResult> ShardClient::Run(const JobRequest& job) const {
         }
         result.outputs.push_back(*std::move(t));
       }
-      ChunkSequencer sequencer = ChunkSequencer::ForTensors(result.outputs, "output");
+      ChunkSequencer sequencer =
+          ChunkSequencer::ForTensors(result.outputs, "output");
       while (status.ok() && stream->Read(&response)) {
-        status = response.has_chunk()
-                     ? sequencer.Accept(response.chunk())
-                     : absl::InternalError("unexpected message after the result");
+        status =
+            response.has_chunk()
+                ? sequencer.Accept(response.chunk())
+                : absl::InternalError("unexpected message after the result");
       }
       if (status.ok()) status = sequencer.Finish();
     }
@@ -136,7 +139,8 @@ absl::Status ShardClient::WaitForWorkers(int n, absl::Duration timeout) const {
   }
   return absl::DeadlineExceededError(absl::StrCat(
       "waited ", absl::FormatDuration(timeout), " for ", n, " workers; ", live,
-      " registered", last.ok() ? "" : absl::StrCat(" (last error: ", last.message(), ")")));
+      " registered",
+      last.ok() ? "" : absl::StrCat(" (last error: ", last.message(), ")")));
 }
 
 }  // namespace shardmap

@@ -40,48 +40,61 @@ int main(int argc, char** argv) {
   CLI::App* run_cmd = app.add_subcommand("run", "run one job");
   auto* coord = run_cmd->add_option("--coordinator", run.coordinator,
                                     "coordinator HOST:PORT");
-  run_cmd->add_option("--local", run.local,
-                      "start a coordinator and N workers on 127.0.0.1 for "
-                      "this command")
+  run_cmd
+      ->add_option("--local", run.local,
+                   "start a coordinator and N workers on 127.0.0.1 for "
+                   "this command")
       ->excludes(coord);
-  run_cmd->add_option("--mesh", run.mesh, "AXIS=SIZE[,AXIS=SIZE...], e.g. data=2,model=4")
+  run_cmd
+      ->add_option("--mesh", run.mesh,
+                   "AXIS=SIZE[,AXIS=SIZE...], e.g. data=2,model=4")
       ->required();
   run_cmd->add_option("--fn", run.fn, "name of a registered function");
-  run_cmd->add_option("--expr", run.expr, "an expression program (not yet available)");
-  run_cmd->add_option("--arg", run.args, "positional argument, a .npy file (repeat, in order)");
+  run_cmd->add_option("--expr", run.expr,
+                      "an expression program (not yet available)");
+  run_cmd->add_option("--arg", run.args,
+                      "positional argument, a .npy file (repeat, in order)");
   run_cmd->add_option("--in-spec", run.in_specs,
                       "PartitionSpec per --arg, or one for all: P('x', None), "
                       "P(('x','y')), P(), None");
-  run_cmd->add_option("--out", run.outs, ".npy file per output (repeat, in order)");
+  run_cmd->add_option("--out", run.outs,
+                      ".npy file per output (repeat, in order)");
   run_cmd->add_option("--out-spec", run.out_specs, "PartitionSpec per output");
-  run_cmd->add_option("--kwargs", run.kwargs, "static keyword arguments, a JSON object");
+  run_cmd->add_option("--kwargs", run.kwargs,
+                      "static keyword arguments, a JSON object");
   run_cmd->add_flag("--no-check-rep", run.no_check_rep,
                     "do not verify that outputs are replicated along the axes "
                     "their out-spec leaves out");
   run_cmd->add_flag("--json", run.json, "print a machine-readable summary");
-  run_cmd->add_option("--timeout", run.timeout_seconds, "job deadline in seconds")
+  run_cmd
+      ->add_option("--timeout", run.timeout_seconds, "job deadline in seconds")
       ->capture_default_str();
 
   UpFlags up;
   CLI::App* up_cmd = app.add_subcommand(
-      "up", "run a local cluster in the foreground; prints the coordinator's "
-            "address when ready, stops on SIGINT/SIGTERM");
+      "up",
+      "run a local cluster in the foreground; prints the coordinator's "
+      "address when ready, stops on SIGINT/SIGTERM");
   up_cmd->add_option("--workers", up.workers, "number of workers")->required();
-  up_cmd->add_option("--listen", up.listen, "coordinator HOST:PORT")->capture_default_str();
+  up_cmd->add_option("--listen", up.listen, "coordinator HOST:PORT")
+      ->capture_default_str();
   up_cmd->add_option("--log-level", up.log_level, "log level of the processes")
       ->capture_default_str();
 
   QueryFlags status;
-  CLI::App* status_cmd =
-      app.add_subcommand("status", "live workers; exit 0 when the cluster serves");
-  status_cmd->add_option("--coordinator", status.coordinator, "coordinator HOST:PORT")
+  CLI::App* status_cmd = app.add_subcommand(
+      "status", "live workers; exit 0 when the cluster serves");
+  status_cmd
+      ->add_option("--coordinator", status.coordinator, "coordinator HOST:PORT")
       ->capture_default_str();
   status_cmd->add_flag("--json", status.json, "machine-readable output");
 
   QueryFlags functions;
-  CLI::App* functions_cmd =
-      app.add_subcommand("functions", "registered functions and their signatures");
-  functions_cmd->add_option("--coordinator", functions.coordinator, "coordinator HOST:PORT")
+  CLI::App* functions_cmd = app.add_subcommand(
+      "functions", "registered functions and their signatures");
+  functions_cmd
+      ->add_option("--coordinator", functions.coordinator,
+                   "coordinator HOST:PORT")
       ->capture_default_str();
   functions_cmd->add_flag("--json", functions.json, "machine-readable output");
 

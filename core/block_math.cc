@@ -11,11 +11,12 @@ namespace {
 std::string AxesClause(const Mesh& mesh, const std::vector<int>& axes,
                        int64_t product) {
   if (axes.size() == 1) {
-    return absl::StrCat("mesh axis '", mesh.axes()[axes[0]].name,
-                        "' (of size ", product, ")");
+    return absl::StrCat("mesh axis '", mesh.axes()[axes[0]].name, "' (of size ",
+                        product, ")");
   }
   std::vector<std::string> names;
-  for (int a : axes) names.push_back(absl::StrCat("'", mesh.axes()[a].name, "'"));
+  for (int a : axes)
+    names.push_back(absl::StrCat("'", mesh.axes()[a].name, "'"));
   return absl::StrCat("mesh axes (", absl::StrJoin(names, ", "),
                       ") (of total size ", product, ")");
 }

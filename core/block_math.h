@@ -90,7 +90,8 @@ class BlockRegion {
   // Byte offset in the whole array of the start of run `run`.
   size_t RunStart(size_t run) const;
   template <bool kOut>
-  void Copy(uint8_t* global, size_t offset, size_t length, uint8_t* block) const;
+  void Copy(uint8_t* global, size_t offset, size_t length,
+            uint8_t* block) const;
 
   Shape global_shape_;
   Shape block_shape_;

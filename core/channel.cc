@@ -33,15 +33,17 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
 void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             kMinPingIntervalMs);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      kMinPingIntervalMs);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
 }
 
 std::string ReplacePort(const std::string& listen, int port) {
   const size_t colon = listen.rfind(':');
-  std::string host = colon == std::string::npos ? listen : listen.substr(0, colon);
+  std::string host =
+      colon == std::string::npos ? listen : listen.substr(0, colon);
   if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
   if (host == "[::]") host = "[::1]";
   return host + ":" + std::to_string(port);

@@ -35,7 +35,9 @@ bool SendTensorChunks(uint32_t index, const Tensor& tensor,
 
 ChunkSequencer::ChunkSequencer(std::vector<size_t> sizes,
                                std::vector<Sink> sinks, std::string what)
-    : sizes_(std::move(sizes)), sinks_(std::move(sinks)), what_(std::move(what)) {
+    : sizes_(std::move(sizes)),
+      sinks_(std::move(sinks)),
+      what_(std::move(what)) {
   while (current_ < sizes_.size() && sizes_[current_] == 0) ++current_;
 }
 
@@ -56,14 +58,14 @@ ChunkSequencer ChunkSequencer::ForTensors(std::vector<Tensor>& tensors,
 absl::Status ChunkSequencer::Accept(const v1::ArrayChunk& chunk) {
   if (chunk.index() >= sizes_.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("chunk for ", what_, " ", chunk.index(), ", but there are ",
-                     sizes_.size(), " ", what_, "s"));
+        absl::StrCat("chunk for ", what_, " ", chunk.index(),
+                     ", but there are ", sizes_.size(), " ", what_, "s"));
   }
   if (chunk.index() != current_ || chunk.offset() != received_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "chunk out of order: got ", what_, " ", chunk.index(), " at offset ",
-        chunk.offset(), ", expected ", what_, " ", current_, " at offset ",
-        received_));
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk out of order: got ", what_, " ", chunk.index(),
+                     " at offset ", chunk.offset(), ", expected ", what_, " ",
+                     current_, " at offset ", received_));
   }
   const size_t size = sizes_[current_];
   if (chunk.data().size() > size - received_) {
@@ -82,9 +84,9 @@ absl::Status ChunkSequencer::Accept(const v1::ArrayChunk& chunk) {
 
 absl::Status ChunkSequencer::Finish() const {
   if (current_ < sizes_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "stream ended early: ", what_, " ", current_, " has ", received_,
-        " of its ", sizes_[current_], " bytes"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("stream ended early: ", what_, " ", current_, " has ",
+                     received_, " of its ", sizes_[current_], " bytes"));
   }
   return absl::OkStatus();
 }

@@ -18,10 +18,14 @@ size_t ItemSize(DType dtype) {
 
 std::string DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return "float32";
-    case DType::kFloat64: return "float64";
-    case DType::kInt32: return "int32";
-    case DType::kInt64: return "int64";
+    case DType::kFloat32:
+      return "float32";
+    case DType::kFloat64:
+      return "float64";
+    case DType::kInt32:
+      return "int32";
+    case DType::kInt64:
+      return "int64";
   }
   return "unknown";
 }
@@ -30,8 +34,9 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
   for (DType d : kAllDTypes) {
     if (DTypeName(d) == name) return d;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unsupported dtype '", name, "'; supported: float32, float64, int32, int64"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("unsupported dtype '", name,
+                   "'; supported: float32, float64, int32, int64"));
 }
 
 bool IsFloating(DType dtype) {

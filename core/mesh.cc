@@ -3,12 +3,12 @@
 #include <cctype>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/strings/ascii.h"
 
 namespace shardmap {
 namespace {
@@ -19,7 +19,8 @@ bool IsIdentifier(absl::string_view s) {
     return false;
   }
   for (char c : s) {
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_'))
+      return false;
   }
   return true;
 }
@@ -49,12 +50,13 @@ absl::StatusOr<Mesh> Mesh::Create(std::vector<MeshAxis> axes) {
           absl::StrCat("mesh axis '", a.name, "' appears twice"));
     }
     if (a.size < 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mesh axis '", a.name, "' has size ", a.size, "; sizes must be >= 1"));
+      return absl::InvalidArgumentError(absl::StrCat("mesh axis '", a.name,
+                                                     "' has size ", a.size,
+                                                     "; sizes must be >= 1"));
     }
     if (a.size > kMaxDevices || devices * a.size > kMaxDevices) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "mesh has more than ", kMaxDevices, " devices"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("mesh has more than ", kMaxDevices, " devices"));
     }
     devices *= a.size;
   }
@@ -69,9 +71,11 @@ absl::StatusOr<Mesh> Mesh::Parse(absl::string_view text) {
     int64_t size = 0;
     if (kv.size() != 2 ||
         !absl::SimpleAtoi(absl::StripAsciiWhitespace(kv[1]), &size)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "malformed mesh '", text, "': expected AXIS=SIZE[,AXIS=SIZE...], "
-          "e.g. data=2,model=4; got '", part, "'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("malformed mesh '", text,
+                       "': expected AXIS=SIZE[,AXIS=SIZE...], "
+                       "e.g. data=2,model=4; got '",
+                       part, "'"));
     }
     axes.push_back({std::string(absl::StripAsciiWhitespace(kv[0])), size});
   }

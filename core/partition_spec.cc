@@ -11,9 +11,9 @@ namespace {
 
 // A small recursive-descent parser over the Python text of a spec:
 //
-//   spec   := 'None' | ('P' | 'PartitionSpec') '(' [entry (',' entry)* [',']] ')'
-//   entry  := 'None' | name | '(' [name (',' name)* [',']] ')'
-//   name   := quoted string | identifier
+//   spec   := 'None' | ('P' | 'PartitionSpec') '(' [entry (',' entry)* [',']]
+//   ')' entry  := 'None' | name | '(' [name (',' name)* [',']] ')' name   :=
+//   quoted string | identifier
 //
 // Positions in messages are 0-based offsets into the text.
 class SpecParser {
@@ -128,9 +128,9 @@ class SpecParser {
     return true;
   }
   absl::Status Error(absl::string_view what) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat("malformed PartitionSpec \"", text_, "\" at position ",
-                     pos_, ": ", what));
+    return absl::InvalidArgumentError(absl::StrCat("malformed PartitionSpec \"",
+                                                   text_, "\" at position ",
+                                                   pos_, ": ", what));
   }
 
   absl::string_view text_;
@@ -177,9 +177,12 @@ std::string PartitionSpec::ToString() const {
       parts.push_back(Quote(e[0]));
     } else {
       parts.push_back(
-          absl::StrCat("(", absl::StrJoin(e, ", ", [](std::string* o, const std::string& s) {
-                         absl::StrAppend(o, Quote(s));
-                       }), ")"));
+          absl::StrCat("(",
+                       absl::StrJoin(e, ", ",
+                                     [](std::string* o, const std::string& s) {
+                                       absl::StrAppend(o, Quote(s));
+                                     }),
+                       ")"));
     }
   }
   // JAX prints a trailing comma for a single entry: P('i',).

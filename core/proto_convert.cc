@@ -6,20 +6,28 @@ namespace shardmap {
 
 v1::DType DTypeToProto(DType dtype) {
   switch (dtype) {
-    case DType::kFloat32: return v1::DTYPE_FLOAT32;
-    case DType::kFloat64: return v1::DTYPE_FLOAT64;
-    case DType::kInt32: return v1::DTYPE_INT32;
-    case DType::kInt64: return v1::DTYPE_INT64;
+    case DType::kFloat32:
+      return v1::DTYPE_FLOAT32;
+    case DType::kFloat64:
+      return v1::DTYPE_FLOAT64;
+    case DType::kInt32:
+      return v1::DTYPE_INT32;
+    case DType::kInt64:
+      return v1::DTYPE_INT64;
   }
   return v1::DTYPE_UNSPECIFIED;
 }
 
 absl::StatusOr<DType> DTypeFromProto(v1::DType dtype) {
   switch (dtype) {
-    case v1::DTYPE_FLOAT32: return DType::kFloat32;
-    case v1::DTYPE_FLOAT64: return DType::kFloat64;
-    case v1::DTYPE_INT32: return DType::kInt32;
-    case v1::DTYPE_INT64: return DType::kInt64;
+    case v1::DTYPE_FLOAT32:
+      return DType::kFloat32;
+    case v1::DTYPE_FLOAT64:
+      return DType::kFloat64;
+    case v1::DTYPE_INT32:
+      return DType::kInt32;
+    case v1::DTYPE_INT64:
+      return DType::kInt64;
     default:
       return absl::InvalidArgumentError(
           absl::StrCat("unsupported or missing dtype (enum value ",
@@ -39,7 +47,8 @@ v1::Mesh MeshToProto(const Mesh& mesh) {
 
 absl::StatusOr<Mesh> MeshFromProto(const v1::Mesh& proto) {
   std::vector<MeshAxis> axes;
-  for (const v1::MeshAxis& a : proto.axes()) axes.push_back({a.name(), a.size()});
+  for (const v1::MeshAxis& a : proto.axes())
+    axes.push_back({a.name(), a.size()});
   return Mesh::Create(std::move(axes));
 }
 
@@ -91,9 +100,8 @@ absl::StatusOr<ArrayMeta> HeaderFromProto(const v1::ArrayHeader& proto,
     }
     bytes *= static_cast<uint64_t>(meta.shape[d]);
     if (bytes > (static_cast<unsigned __int128>(1) << 48)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " of shape ", ShapeTuple(meta.shape),
-                       " is too large"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " of shape ", ShapeTuple(meta.shape), " is too large"));
     }
   }
   return meta;

@@ -47,7 +47,8 @@ bool HasType(const nlohmann::json& v, const std::string& type) {
 std::string TypeDescription(const std::string& type) {
   if (type == "axes") return "an axis name or a list of axis names";
   if (type == "int_pairs") return "a list of [int, int] pairs";
-  if (type == "int_or_int_list_or_null") return "an integer, a list of integers or null";
+  if (type == "int_or_int_list_or_null")
+    return "an integer, a list of integers or null";
   return absl::StrCat("a JSON ", type);
 }
 
@@ -59,9 +60,9 @@ absl::StatusOr<nlohmann::json> ParseKwargs(absl::string_view text) {
   try {
     value = nlohmann::json::parse(text.begin(), text.end());
   } catch (const nlohmann::json::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "malformed --kwargs JSON '", text, "' at byte ", e.byte, ": ",
-        e.what()));
+    return absl::InvalidArgumentError(absl::StrCat("malformed --kwargs JSON '",
+                                                   text, "' at byte ", e.byte,
+                                                   ": ", e.what()));
   }
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -120,23 +121,24 @@ absl::StatusOr<nlohmann::json> CheckCall(const v1::FunctionSignature& sig,
       for (const v1::KwargSpec& k : sig.kwargs()) known.push_back(k.name());
       return absl::InvalidArgumentError(absl::StrCat(
           fn, " got an unexpected keyword argument '", key, "'",
-          known.empty() ? "; it takes none"
-                        : absl::StrCat("; it takes ", absl::StrJoin(known, ", "))));
+          known.empty()
+              ? "; it takes none"
+              : absl::StrCat("; it takes ", absl::StrJoin(known, ", "))));
     }
     if (!HasType(value, spec->type())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          fn, ": keyword argument '", key, "' must be ",
-          TypeDescription(spec->type()), ", got ", value.dump()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(fn, ": keyword argument '", key, "' must be ",
+                       TypeDescription(spec->type()), ", got ", value.dump()));
     }
     resolved[key] = value;
   }
   for (const v1::KwargSpec& k : sig.kwargs()) {
     if (resolved.contains(k.name())) continue;
     if (k.required()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          fn, " is missing the required keyword argument '", k.name(),
-          "' (", TypeDescription(k.type()), "); pass it with --kwargs '{\"",
-          k.name(), "\": ...}'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(fn, " is missing the required keyword argument '",
+                       k.name(), "' (", TypeDescription(k.type()),
+                       "); pass it with --kwargs '{\"", k.name(), "\": ...}'"));
     }
     resolved[k.name()] = nlohmann::json::parse(k.default_json());
   }
@@ -169,7 +171,8 @@ Signature::Signature(std::string name, int arity, int num_outputs) {
   proto_.set_num_outputs(num_outputs);
 }
 
-Signature& Signature::Kwarg(std::string name, std::string type, std::string doc) {
+Signature& Signature::Kwarg(std::string name, std::string type,
+                            std::string doc) {
   v1::KwargSpec* k = proto_.add_kwargs();
   k->set_name(std::move(name));
   k->set_type(std::move(type));

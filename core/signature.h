@@ -4,10 +4,9 @@
 #ifndef SHARDMAP_CORE_SIGNATURE_H_
 #define SHARDMAP_CORE_SIGNATURE_H_
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"

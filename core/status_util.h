@@ -15,14 +15,14 @@
 #define SHARD_STATUS_CONCAT_INNER_(a, b) a##b
 #define SHARD_STATUS_CONCAT_(a, b) SHARD_STATUS_CONCAT_INNER_(a, b)
 
-#define SHARD_RETURN_IF_ERROR(expr)                        \
-  do {                                                     \
-    if (::absl::Status s_ = (expr); !s_.ok()) return s_;   \
+#define SHARD_RETURN_IF_ERROR(expr)                      \
+  do {                                                   \
+    if (::absl::Status s_ = (expr); !s_.ok()) return s_; \
   } while (0)
 
-#define SHARD_ASSIGN_OR_RETURN(lhs, expr)                                  \
-  SHARD_ASSIGN_OR_RETURN_IMPL_(SHARD_STATUS_CONCAT_(statusor_, __LINE__), \
-                               lhs, expr)
+#define SHARD_ASSIGN_OR_RETURN(lhs, expr)                                      \
+  SHARD_ASSIGN_OR_RETURN_IMPL_(SHARD_STATUS_CONCAT_(statusor_, __LINE__), lhs, \
+                               expr)
 #define SHARD_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                                 \
   if (!tmp.ok()) return tmp.status();                \

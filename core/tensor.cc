@@ -55,9 +55,8 @@ absl::StatusOr<Tensor> Tensor::Create(DType dtype, Shape shape,
   unsigned __int128 bytes = ItemSize(dtype);
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("dimension ", i, " of shape ", ShapeTuple(shape),
-                       " is negative"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dimension ", i, " of shape ", ShapeTuple(shape), " is negative"));
     }
     bytes *= static_cast<uint64_t>(shape[i]);
     if (bytes > (static_cast<unsigned __int128>(1) << 62)) {
@@ -66,10 +65,9 @@ absl::StatusOr<Tensor> Tensor::Create(DType dtype, Shape shape,
     }
   }
   if (bytes > max_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("array ", ShapeString(dtype, shape), " needs ",
-                     static_cast<uint64_t>(bytes), " bytes, over the limit of ",
-                     max_bytes));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "array ", ShapeString(dtype, shape), " needs ",
+        static_cast<uint64_t>(bytes), " bytes, over the limit of ", max_bytes));
   }
   Tensor t;
   t.dtype_ = dtype;

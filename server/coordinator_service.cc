@@ -11,14 +11,16 @@
 namespace shardmap {
 namespace {
 
-using JobStream = grpc::ServerReaderWriter<v1::RunJobResponse, v1::RunJobRequest>;
+using JobStream =
+    grpc::ServerReaderWriter<v1::RunJobResponse, v1::RunJobRequest>;
 
 // Reads the argument chunks that follow the JobSpec into whole arrays.
 absl::StatusOr<std::vector<Tensor>> ReceiveInputs(const JobPlan& plan,
                                                   JobStream* stream) {
   std::vector<Tensor> inputs;
   for (const ArgPlan& a : plan.args) {
-    SHARD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(a.meta.dtype, a.meta.shape));
+    SHARD_ASSIGN_OR_RETURN(Tensor t,
+                           Tensor::Create(a.meta.dtype, a.meta.shape));
     inputs.push_back(std::move(t));
   }
   ChunkSequencer sequencer = ChunkSequencer::ForTensors(inputs, "argument");
@@ -53,10 +55,9 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
   const v1::JobSpec& spec = request.spec();
   spdlog::debug("{}: {} on mesh of {} axes", job_id, spec.function(),
                 spec.mesh().axes_size());
-  absl::StatusOr<JobPlan> plan =
-      PlanJob(spec, [this](const std::string& name) {
-        return pool_->FindFunction(name);
-      });
+  absl::StatusOr<JobPlan> plan = PlanJob(spec, [this](const std::string& name) {
+    return pool_->FindFunction(name);
+  });
   if (!plan.ok()) return fail(plan.status());
   if (plan->input_bytes() > options_.max_job_bytes) {
     return fail(absl::ResourceExhaustedError(absl::StrCat(
@@ -72,8 +73,8 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
 
   auto inputs = ReceiveInputs(*plan, stream);
   if (!inputs.ok()) return fail(inputs.status());
-  auto outputs = runner_->Run(job_id, *plan, *std::move(inputs), *workers,
-                              deadline);
+  auto outputs =
+      runner_->Run(job_id, *plan, *std::move(inputs), *workers, deadline);
   if (!outputs.ok()) return fail(outputs.status());
 
   v1::RunJobResponse response;
@@ -88,16 +89,17 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
     return fail(absl::CancelledError("client went away"));
   }
   for (size_t i = 0; i < outputs->size(); ++i) {
-    const bool ok = SendTensorChunks(
-        static_cast<uint32_t>(i), (*outputs)[i], [&](v1::ArrayChunk&& chunk) {
-          v1::RunJobResponse r;
-          *r.mutable_chunk() = std::move(chunk);
-          return stream->Write(r);
-        });
+    const bool ok = SendTensorChunks(static_cast<uint32_t>(i), (*outputs)[i],
+                                     [&](v1::ArrayChunk&& chunk) {
+                                       v1::RunJobResponse r;
+                                       *r.mutable_chunk() = std::move(chunk);
+                                       return stream->Write(r);
+                                     });
     if (!ok) return fail(absl::CancelledError("client went away"));
   }
   ++completed_;
-  spdlog::debug("{} done in {}", job_id, absl::FormatDuration(absl::Now() - start));
+  spdlog::debug("{} done in {}", job_id,
+                absl::FormatDuration(absl::Now() - start));
   return grpc::Status::OK;
 }
 
@@ -116,7 +118,8 @@ grpc::Status CoordinatorService::GetClusterStatus(
     v1::WorkerInfo* info = response->add_workers();
     info->set_worker_id(w.id);
     info->set_address(w.address);
-    info->set_seconds_since_heartbeat(absl::ToDoubleSeconds(now - w.last_heartbeat));
+    info->set_seconds_since_heartbeat(
+        absl::ToDoubleSeconds(now - w.last_heartbeat));
   }
   response->set_jobs_completed(completed_);
   response->set_jobs_failed(failed_);
@@ -130,7 +133,8 @@ grpc::ServerUnaryReactor* RegistryService::Register(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   std::vector<v1::FunctionSignature> functions(request->functions().begin(),
                                                request->functions().end());
-  auto id = pool_->Register(request->address(), request->incarnation(), functions);
+  auto id =
+      pool_->Register(request->address(), request->incarnation(), functions);
   if (!id.ok()) {
     reactor->Finish(ToGrpcStatus(id.status()));
     return reactor;

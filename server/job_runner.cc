@@ -65,8 +65,8 @@ absl::Status DescribeFailure(const absl::Status& s, const std::string& device) {
       return absl::UnavailableError(
           absl::StrCat(device, " is unavailable: ", s.message()));
     case absl::StatusCode::kDeadlineExceeded:
-      return absl::DeadlineExceededError(absl::StrCat(
-          "the job's deadline passed while waiting for ", device));
+      return absl::DeadlineExceededError(
+          absl::StrCat("the job's deadline passed while waiting for ", device));
     default:
       return Annotate(s, device);
   }
@@ -122,7 +122,8 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
     if (!response.has_outputs() ||
         response.outputs().outputs_size() != num_outputs ||
         response.outputs().digests_size() != num_outputs) {
-      return Abandon(ch, absl::InternalError("worker sent a malformed ShardOutputs"));
+      return Abandon(
+          ch, absl::InternalError("worker sent a malformed ShardOutputs"));
     }
     std::vector<size_t> sizes;
     std::vector<ChunkSequencer::Sink> sinks;
@@ -149,9 +150,10 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
     }
     ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "output");
     while (ch.Read(&response)) {
-      absl::Status s = response.has_chunk()
-                           ? sequencer.Accept(response.chunk())
-                           : absl::InternalError("unexpected message after outputs");
+      absl::Status s =
+          response.has_chunk()
+              ? sequencer.Accept(response.chunk())
+              : absl::InternalError("unexpected message after outputs");
       if (!s.ok()) return Abandon(ch, s);
     }
     SHARD_RETURN_IF_ERROR(ch.Finish());
@@ -159,7 +161,8 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
     return result;
   }
   absl::Status s = ch.Finish();
-  if (s.ok()) s = absl::InternalError("worker closed the stream without outputs");
+  if (s.ok())
+    s = absl::InternalError("worker closed the stream without outputs");
   return s;
 }
 
@@ -177,7 +180,8 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
     const std::vector<WorkerPool::Worker>& workers, absl::Time deadline) {
   const int64_t n = plan.mesh.num_devices();
   std::vector<absl::StatusOr<DeviceResult>> results;
-  for (int64_t d = 0; d < n; ++d) results.emplace_back(absl::UnknownError("not run"));
+  for (int64_t d = 0; d < n; ++d)
+    results.emplace_back(absl::UnknownError("not run"));
   JobAbort abort(n);
   {
     std::vector<std::thread> threads;
@@ -202,9 +206,8 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
     if (results[d].ok()) continue;
     const absl::Status s =
         DescribeFailure(results[d].status(), DeviceName(plan, d, workers[d]));
-    if (!first.has_value() ||
-        (first->code() == absl::StatusCode::kCancelled &&
-         s.code() != absl::StatusCode::kCancelled)) {
+    if (!first.has_value() || (first->code() == absl::StatusCode::kCancelled &&
+                               s.code() != absl::StatusCode::kCancelled)) {
       first = s;
     }
   }
@@ -218,9 +221,10 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
       const ArrayMeta& m = results[d]->outputs[o];
       if (m.dtype != meta0.dtype || m.shape != meta0.shape) {
         return absl::InvalidArgumentError(absl::StrCat(
-            fn, " output ", o, " has block ", ShapeString(meta0.dtype, meta0.shape),
-            " on device 0 but ", ShapeString(m.dtype, m.shape), " on device ",
-            d, "; every device must return blocks of one shape and dtype"));
+            fn, " output ", o, " has block ",
+            ShapeString(meta0.dtype, meta0.shape), " on device 0 but ",
+            ShapeString(m.dtype, m.shape), " on device ", d,
+            "; every device must return blocks of one shape and dtype"));
       }
     }
     const std::string what = plan.out_specs.size() == 1
@@ -230,7 +234,8 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
         BlockLayout layout,
         BlockLayout::FromBlockShape(
             plan.mesh, plan.out_specs[o], meta0.shape, what,
-            absl::StrCat(fn, " output ", o, " (", ShapeString(meta0.dtype, meta0.shape), ")")));
+            absl::StrCat(fn, " output ", o, " (",
+                         ShapeString(meta0.dtype, meta0.shape), ")")));
     // Representative device of each block.
     std::vector<int64_t> rep(n, -1);
     for (int64_t d = 0; d < n; ++d) {
@@ -256,9 +261,9 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
             "pass --no-check-rep to skip this check"));
       }
     }
-    SHARD_ASSIGN_OR_RETURN(
-        Tensor out, Tensor::Create(meta0.dtype, layout.global_shape(),
-                                   options_.max_output_bytes));
+    SHARD_ASSIGN_OR_RETURN(Tensor out,
+                           Tensor::Create(meta0.dtype, layout.global_shape(),
+                                          options_.max_output_bytes));
     for (int64_t d = 0; d < n; ++d) {
       if (!plan.IsOutputRepresentative(o, d)) continue;
       std::optional<Tensor>& block = results[d]->blocks[o];

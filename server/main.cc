@@ -21,10 +21,12 @@ int main(int argc, char** argv) {
   double heartbeat_timeout = 3.0;
   double max_job_seconds = 600;
   std::string log_level = "info";
-  app.add_option("--listen", listen, "HOST:PORT to serve on; port 0 = any free port")
+  app.add_option("--listen", listen,
+                 "HOST:PORT to serve on; port 0 = any free port")
       ->capture_default_str();
-  app.add_option("--heartbeat-timeout", heartbeat_timeout,
-                 "seconds without a heartbeat after which a worker leaves the pool")
+  app.add_option(
+         "--heartbeat-timeout", heartbeat_timeout,
+         "seconds without a heartbeat after which a worker leaves the pool")
       ->capture_default_str();
   app.add_option("--max-job-seconds", max_job_seconds,
                  "deadline of a job whose client set none (or a later one)")

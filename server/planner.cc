@@ -66,34 +66,40 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
         "in_specs is missing: give one spec for all arguments or one per "
         "argument (--in-spec)");
   }
-  SHARD_ASSIGN_OR_RETURN(
-      std::vector<PartitionSpec> in_specs,
-      BroadcastSpecs(spec.in_specs(), spec.args_size(), "in_specs", "arguments"));
+  SHARD_ASSIGN_OR_RETURN(std::vector<PartitionSpec> in_specs,
+                         BroadcastSpecs(spec.in_specs(), spec.args_size(),
+                                        "in_specs", "arguments"));
   if (spec.out_specs_size() == 0) {
     return absl::InvalidArgumentError(
         "out_specs is missing: give one spec per output (--out-spec)");
   }
   SHARD_ASSIGN_OR_RETURN(
-      plan.out_specs, BroadcastSpecs(spec.out_specs(), plan.function.num_outputs(),
-                                     "out_specs", "outputs"));
+      plan.out_specs,
+      BroadcastSpecs(spec.out_specs(), plan.function.num_outputs(), "out_specs",
+                     "outputs"));
 
   std::vector<DType> dtypes;
   for (int i = 0; i < spec.args_size(); ++i) {
     const std::string value = absl::StrCat("args[", i, "]");
-    const std::string what =
-        spec.in_specs_size() == 1 ? "in_specs" : absl::StrCat("in_specs[", i, "]");
-    SHARD_ASSIGN_OR_RETURN(ArrayMeta meta, HeaderFromProto(spec.args(i), value));
+    const std::string what = spec.in_specs_size() == 1
+                                 ? "in_specs"
+                                 : absl::StrCat("in_specs[", i, "]");
+    SHARD_ASSIGN_OR_RETURN(ArrayMeta meta,
+                           HeaderFromProto(spec.args(i), value));
     const PartitionSpec& s = in_specs[i];
     const PartitionSpec effective = s.unsplit() ? PartitionSpec() : s;
     SHARD_ASSIGN_OR_RETURN(
         BlockLayout layout,
-        BlockLayout::Create(plan.mesh, effective, meta.shape, what,
-                            absl::StrCat(value, " (", ShapeString(meta.dtype, meta.shape), ")")));
+        BlockLayout::Create(
+            plan.mesh, effective, meta.shape, what,
+            absl::StrCat(value, " (", ShapeString(meta.dtype, meta.shape),
+                         ")")));
     dtypes.push_back(meta.dtype);
     plan.args.push_back(ArgPlan{meta, s, std::move(layout)});
   }
 
-  SHARD_ASSIGN_OR_RETURN(nlohmann::json kwargs, ParseKwargs(spec.kwargs_json()));
+  SHARD_ASSIGN_OR_RETURN(nlohmann::json kwargs,
+                         ParseKwargs(spec.kwargs_json()));
   SHARD_ASSIGN_OR_RETURN(nlohmann::json resolved,
                          CheckCall(plan.function, dtypes, kwargs));
   plan.kwargs_json = resolved.dump();
@@ -105,12 +111,13 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
                                  : absl::StrCat("out_specs[", o, "]");
     if (s.unsplit()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          what, " is None, which is only meaningful for inputs; use P() for "
-                "an output replicated over every mesh axis"));
+          what,
+          " is None, which is only meaningful for inputs; use P() for "
+          "an output replicated over every mesh axis"));
     }
     // The rank is known only after the function runs; check the names now.
-    SHARD_RETURN_IF_ERROR(s.Validate(plan.mesh, 1 << 20, what,
-                                     absl::StrCat(fn, " output ", o)));
+    SHARD_RETURN_IF_ERROR(
+        s.Validate(plan.mesh, 1 << 20, what, absl::StrCat(fn, " output ", o)));
   }
   return plan;
 }

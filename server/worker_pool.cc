@@ -31,7 +31,8 @@ absl::StatusOr<std::string> WorkerPool::Register(
   return w.id;
 }
 
-absl::Status WorkerPool::Heartbeat(const std::string& id, uint64_t incarnation) {
+absl::Status WorkerPool::Heartbeat(const std::string& id,
+                                   uint64_t incarnation) {
   absl::MutexLock lock(&mu_);
   ExpireLocked();
   for (auto& [seq, w] : workers_) {
@@ -69,10 +70,10 @@ absl::StatusOr<std::vector<WorkerPool::Worker>> WorkerPool::Acquire(
     int64_t n) const {
   std::vector<Worker> live = LiveWorkers();
   if (static_cast<int64_t>(live.size()) < n) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the mesh has ", n, " devices but only ", live.size(), " worker",
-        live.size() == 1 ? " is" : "s are",
-        " alive; start more workers or use a smaller mesh"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("the mesh has ", n, " devices but only ", live.size(),
+                     " worker", live.size() == 1 ? " is" : "s are",
+                     " alive; start more workers or use a smaller mesh"));
   }
   live.resize(n);
   return live;
@@ -90,9 +91,9 @@ absl::StatusOr<v1::FunctionSignature> WorkerPool::FindFunction(
         "cannot look up function '", name,
         "': no worker has registered yet, so no functions are known"));
   }
-  return absl::NotFoundError(absl::StrCat("unknown function '", name,
-                                          "'; known functions: ",
-                                          absl::StrJoin(names, ", ")));
+  return absl::NotFoundError(
+      absl::StrCat("unknown function '", name,
+                   "'; known functions: ", absl::StrJoin(names, ", ")));
 }
 
 std::vector<v1::FunctionSignature> WorkerPool::Functions() const {

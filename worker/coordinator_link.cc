@@ -67,13 +67,15 @@ void CoordinatorLink::Loop() {
       grpc::Status s = stub_->Register(&ctx, req, &resp);
       if (s.ok()) {
         id = resp.worker_id();
-        interval = absl::Milliseconds(std::max<int64_t>(10, resp.heartbeat_interval_ms()));
+        interval = absl::Milliseconds(
+            std::max<int64_t>(10, resp.heartbeat_interval_ms()));
         warned = false;
         {
           absl::MutexLock lock(&mu_);
           worker_id_ = id;
         }
-        spdlog::info("registered with coordinator {} as {}", options_.coordinator, id);
+        spdlog::info("registered with coordinator {} as {}",
+                     options_.coordinator, id);
         if (WaitForStop(interval)) return;
         continue;
       }
@@ -96,7 +98,8 @@ void CoordinatorLink::Loop() {
       continue;
     }
     if (!s.ok() && !warned) {
-      spdlog::warn("heartbeat to {} failed: {}", options_.coordinator, s.error_message());
+      spdlog::warn("heartbeat to {} failed: {}", options_.coordinator,
+                   s.error_message());
       warned = true;
     } else if (s.ok()) {
       warned = false;

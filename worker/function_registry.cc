@@ -22,9 +22,9 @@ absl::StatusOr<const FunctionDef*> FunctionRegistry::Find(
   if (it == functions_.end()) {
     std::vector<std::string> names;
     for (const auto& [n, def] : functions_) names.push_back(n);
-    return absl::NotFoundError(absl::StrCat("unknown function '", name,
-                                            "'; known functions: ",
-                                            absl::StrJoin(names, ", ")));
+    return absl::NotFoundError(
+        absl::StrCat("unknown function '", name,
+                     "'; known functions: ", absl::StrJoin(names, ", ")));
   }
   return &it->second;
 }

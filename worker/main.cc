@@ -22,8 +22,10 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:0";
   std::string advertise;
   std::string log_level = "info";
-  app.add_option("--coordinator", coordinator, "coordinator HOST:PORT")->required();
-  app.add_option("--listen", listen, "address to serve on; port 0 = any free port")
+  app.add_option("--coordinator", coordinator, "coordinator HOST:PORT")
+      ->required();
+  app.add_option("--listen", listen,
+                 "address to serve on; port 0 = any free port")
       ->capture_default_str();
   app.add_option("--advertise", advertise,
                  "HOST:PORT others dial to reach this worker (default: the "

@@ -7,16 +7,17 @@
 namespace shardmap {
 
 absl::StatusOr<std::vector<Tensor>> ShardExecutor::Run(ShardCall call) const {
-  SHARD_ASSIGN_OR_RETURN(const FunctionDef* def, registry_->Find(call.function));
+  SHARD_ASSIGN_OR_RETURN(const FunctionDef* def,
+                         registry_->Find(call.function));
   SHARD_ASSIGN_OR_RETURN(nlohmann::json kwargs, ParseKwargs(call.kwargs_json));
   std::vector<DType> dtypes;
   for (const Tensor& t : call.args) dtypes.push_back(t.dtype());
   SHARD_ASSIGN_OR_RETURN(nlohmann::json resolved,
                          CheckCall(def->signature, dtypes, kwargs));
   if (call.device_id < 0 || call.device_id >= call.mesh.num_devices()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device id ", call.device_id, " is outside the mesh ",
-                     call.mesh.ToString()));
+    return absl::InvalidArgumentError(absl::StrCat("device id ", call.device_id,
+                                                   " is outside the mesh ",
+                                                   call.mesh.ToString()));
   }
   CallContext ctx;
   ctx.mesh = &call.mesh;
@@ -28,13 +29,14 @@ absl::StatusOr<std::vector<Tensor>> ShardExecutor::Run(ShardCall call) const {
   } catch (const std::exception& e) {
     // Kernels return Status; an exception here (bad_alloc, json type error)
     // is reported, never allowed to take the worker down.
-    outputs = absl::InternalError(absl::StrCat(call.function, " threw: ", e.what()));
+    outputs =
+        absl::InternalError(absl::StrCat(call.function, " threw: ", e.what()));
   }
   if (!outputs.ok()) return outputs.status();
   if (static_cast<int>(outputs->size()) != def->signature.num_outputs()) {
-    return absl::InternalError(absl::StrCat(
-        call.function, " returned ", outputs->size(), " outputs, but declares ",
-        def->signature.num_outputs()));
+    return absl::InternalError(
+        absl::StrCat(call.function, " returned ", outputs->size(),
+                     " outputs, but declares ", def->signature.num_outputs()));
   }
   return outputs;
 }

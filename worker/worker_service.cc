@@ -30,8 +30,9 @@ absl::StatusOr<ShardCall> ReceiveCall(
   send_outputs->assign(job.send_outputs().begin(), job.send_outputs().end());
   uint64_t total = 0;
   for (int i = 0; i < job.args_size(); ++i) {
-    SHARD_ASSIGN_OR_RETURN(ArrayMeta meta,
-                           HeaderFromProto(job.args(i), absl::StrCat("args[", i, "]")));
+    SHARD_ASSIGN_OR_RETURN(
+        ArrayMeta meta,
+        HeaderFromProto(job.args(i), absl::StrCat("args[", i, "]")));
     total += meta.num_bytes();
     if (total > max_job_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(
@@ -65,7 +66,8 @@ grpc::Status WorkerService::RunShard(
   const int64_t device = call->device_id;
   spdlog::debug("job {}: device {} runs {}", job_id, device, call->function);
 
-  absl::StatusOr<std::vector<Tensor>> outputs = executor_->Run(*std::move(call));
+  absl::StatusOr<std::vector<Tensor>> outputs =
+      executor_->Run(*std::move(call));
   if (!outputs.ok()) return ToGrpcStatus(outputs.status());
   if (context->IsCancelled()) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "job cancelled");
@@ -82,12 +84,12 @@ grpc::Status WorkerService::RunShard(
   }
   for (size_t i = 0; i < outputs->size(); ++i) {
     if (i < send_outputs.size() && !send_outputs[i]) continue;
-    const bool ok = SendTensorChunks(
-        static_cast<uint32_t>(i), (*outputs)[i], [&](v1::ArrayChunk&& chunk) {
-          v1::ShardResponse r;
-          *r.mutable_chunk() = std::move(chunk);
-          return stream->Write(r);
-        });
+    const bool ok = SendTensorChunks(static_cast<uint32_t>(i), (*outputs)[i],
+                                     [&](v1::ArrayChunk&& chunk) {
+                                       v1::ShardResponse r;
+                                       *r.mutable_chunk() = std::move(chunk);
+                                       return stream->Write(r);
+                                     });
     if (!ok) {
       return grpc::Status(grpc::StatusCode::CANCELLED, "coordinator went away");
     }

@@ -67,7 +67,8 @@ TEST_F(ClusterTest, MatmulOfRowAndColumnBlocksMatchesNaiveProduct) {
   Tensor want = NaiveMatmul(a, b);
   ASSERT_EQ(result->outputs[0].shape(), want.shape());
   for (int64_t i = 0; i < want.num_elements(); ++i) {
-    EXPECT_NEAR(result->outputs[0].data_as<double>()[i], want.data_as<double>()[i], 1e-12);
+    EXPECT_NEAR(result->outputs[0].data_as<double>()[i],
+                want.data_as<double>()[i], 1e-12);
   }
 }
 
@@ -80,7 +81,8 @@ TEST_F(ClusterTest, ConcurrentClientsGetTheirOwnResults) {
       auto client = Client();
       for (int rep = 0; rep < 5; ++rep) {
         Tensor x(DType::kInt64, {16, 3});
-        for (int64_t i = 0; i < 48; ++i) x.data_as<int64_t>()[i] = c * 1000 + rep * 100 + i;
+        for (int64_t i = 0; i < 48; ++i)
+          x.data_as<int64_t>()[i] = c * 1000 + rep * 100 + i;
         JobRequest job;
         job.function = "scale";
         job.mesh = *Mesh::Parse(c % 2 ? "x=4" : "x=2,y=2");
@@ -94,7 +96,8 @@ TEST_F(ClusterTest, ConcurrentClientsGetTheirOwnResults) {
           return;
         }
         for (int64_t i = 0; i < 48; ++i) {
-          if (r->outputs[0].data_as<int64_t>()[i] != 3 * x.data_as<int64_t>()[i]) {
+          if (r->outputs[0].data_as<int64_t>()[i] !=
+              3 * x.data_as<int64_t>()[i]) {
             statuses[c] = absl::InternalError("wrong value");
             return;
           }
@@ -103,7 +106,8 @@ TEST_F(ClusterTest, ConcurrentClientsGetTheirOwnResults) {
     });
   }
   for (auto& t : threads) t.join();
-  for (int c = 0; c < kClients; ++c) EXPECT_TRUE(statuses[c].ok()) << c << ": " << statuses[c];
+  for (int c = 0; c < kClients; ++c)
+    EXPECT_TRUE(statuses[c].ok()) << c << ": " << statuses[c];
 }
 
 TEST_F(ClusterTest, ShortClientDeadlineGivesDeadlineExceeded) {
@@ -116,7 +120,8 @@ TEST_F(ClusterTest, ShortClientDeadlineGivesDeadlineExceeded) {
   job.out_specs = {Spec("P('x')")};
   job.timeout = absl::Milliseconds(1);
   auto r = Client()->Run(job);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << r.status();
   // The cluster still serves the next job.
   Tensor small(DType::kFloat32, {8});
   job.args = {&small};
@@ -124,11 +129,8 @@ TEST_F(ClusterTest, ShortClientDeadlineGivesDeadlineExceeded) {
   EXPECT_TRUE(Client()->Run(job).ok());
 }
 
-TEST_F(ClusterTest, ChunksOutOfOrderAreRejected) {
-  auto stub = v1::Coordinator::NewStub(MakeChannel(cluster_->address()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  auto stream = stub->RunJob(&ctx);
+// A JobSpec for identity on float32[4] over x=2, as a raw stream message.
+v1::RunJobRequest IdentitySpec() {
   v1::RunJobRequest req;
   v1::JobSpec* spec = req.mutable_spec();
   spec->set_function("identity");
@@ -136,60 +138,67 @@ TEST_F(ClusterTest, ChunksOutOfOrderAreRejected) {
   *spec->add_args() = HeaderToProto(DType::kFloat32, {4});
   *spec->add_in_specs() = SpecToProto(Spec("P('x')"));
   *spec->add_out_specs() = SpecToProto(Spec("P('x')"));
-  ASSERT_TRUE(stream->Write(req));
+  return req;
+}
+
+// Sends `messages` on a raw RunJob stream, bypassing the client library's
+// checks, and returns the final status.
+grpc::Status SendRaw(const std::string& address,
+                     const std::vector<v1::RunJobRequest>& messages) {
+  auto stub = v1::Coordinator::NewStub(MakeChannel(address));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  auto stream = stub->RunJob(&ctx);
+  for (const auto& m : messages) {
+    if (!stream->Write(m)) break;
+  }
+  stream->WritesDone();
+  v1::RunJobResponse ignored;
+  while (stream->Read(&ignored)) {
+  }
+  return stream->Finish();
+}
+
+TEST_F(ClusterTest, ChunksOutOfOrderAreRejected) {
   v1::RunJobRequest chunk;
   chunk.mutable_chunk()->set_index(0);
   chunk.mutable_chunk()->set_offset(8);  // should start at 0
   chunk.mutable_chunk()->set_data(std::string(8, '\0'));
-  stream->Write(chunk);
-  stream->WritesDone();
-  grpc::Status s = stream->Finish();
+  grpc::Status s = SendRaw(cluster_->address(), {IdentitySpec(), chunk});
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(s.error_message().find("out of order"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("out of order"), std::string::npos)
+      << s.error_message();
 }
 
 TEST_F(ClusterTest, StreamEndingEarlyIsRejected) {
-  auto stub = v1::Coordinator::NewStub(MakeChannel(cluster_->address()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  auto stream = stub->RunJob(&ctx);
-  v1::RunJobRequest req;
-  v1::JobSpec* spec = req.mutable_spec();
-  spec->set_function("identity");
-  *spec->mutable_mesh() = MeshToProto(*Mesh::Parse("x=2"));
-  *spec->add_args() = HeaderToProto(DType::kFloat32, {4});
-  *spec->add_in_specs() = SpecToProto(Spec("P('x')"));
-  *spec->add_out_specs() = SpecToProto(Spec("P('x')"));
-  ASSERT_TRUE(stream->Write(req));
-  stream->WritesDone();
-  grpc::Status s = stream->Finish();
+  grpc::Status s = SendRaw(cluster_->address(), {IdentitySpec()});
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_NE(s.error_message().find("stream ended early"), std::string::npos);
 }
 
 TEST_F(ClusterTest, MissingDtypeIsRejected) {
-  auto stub = v1::Coordinator::NewStub(MakeChannel(cluster_->address()));
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  auto stream = stub->RunJob(&ctx);
-  v1::RunJobRequest req;
-  v1::JobSpec* spec = req.mutable_spec();
-  spec->set_function("identity");
-  *spec->mutable_mesh() = MeshToProto(*Mesh::Parse("x=2"));
-  spec->add_args()->add_shape(4);  // dtype left unspecified
-  *spec->add_in_specs() = SpecToProto(Spec("P('x')"));
-  *spec->add_out_specs() = SpecToProto(Spec("P('x')"));
-  ASSERT_TRUE(stream->Write(req));
-  stream->WritesDone();
-  grpc::Status s = stream->Finish();
+  v1::RunJobRequest req = IdentitySpec();
+  req.mutable_spec()->mutable_args(0)->clear_dtype();
+  grpc::Status s = SendRaw(cluster_->address(), {req});
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_NE(s.error_message().find("args[0]"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("args[0]"), std::string::npos)
+      << s.error_message();
+}
+
+TEST_F(ClusterTest, StreamWithoutSpecIsRejected) {
+  v1::RunJobRequest chunk;
+  chunk.mutable_chunk()->set_data("abcd");
+  grpc::Status s = SendRaw(cluster_->address(), {chunk});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("must start with a JobSpec"),
+            std::string::npos);
 }
 
 // A worker that dies fails the jobs it is part of with UNAVAILABLE naming
 // it; once it has left the pool, the mesh no longer fits.
 TEST(LostWorkerTest, JobFailsNamingTheWorkerThenThePoolShrinks) {
-  TestCluster cluster({/*num_workers=*/2, /*heartbeat_timeout=*/absl::Milliseconds(500)});
+  TestCluster cluster(
+      {/*num_workers=*/2, /*heartbeat_timeout=*/absl::Milliseconds(500)});
   auto client = *ShardClient::Create({cluster.address()});
   const std::string lost = cluster.worker_address(1);
   cluster.KillWorker(1);
@@ -206,12 +215,14 @@ TEST(LostWorkerTest, JobFailsNamingTheWorkerThenThePoolShrinks) {
   if (r.status().code() == absl::StatusCode::kUnavailable) {
     EXPECT_NE(r.status().message().find(lost), std::string::npos) << r.status();
   } else {
-    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition)
+        << r.status();
   }
   absl::SleepFor(absl::Seconds(1));
   r = client->Run(job);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_NE(r.status().message().find("only 1 worker is alive"), std::string::npos)
+  EXPECT_NE(r.status().message().find("only 1 worker is alive"),
+            std::string::npos)
       << r.status();
   auto status = client->Status();
   ASSERT_TRUE(status.ok());

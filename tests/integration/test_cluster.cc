@@ -18,7 +18,8 @@ TestCluster::TestCluster(const Options& options) {
   registry_ = std::make_unique<RegistryService>(pool_.get());
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
   ConfigureServerBuilder(builder);
   builder.RegisterService(coordinator_.get());
   builder.RegisterService(registry_.get());
@@ -33,7 +34,8 @@ TestCluster::TestCluster(const Options& options) {
                                                  w->executor.get());
     grpc::ServerBuilder wb;
     int wport = 0;
-    wb.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &wport);
+    wb.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                        &wport);
     ConfigureServerBuilder(wb);
     wb.RegisterService(w->service.get());
     w->server = wb.BuildAndStart();
@@ -46,7 +48,8 @@ TestCluster::TestCluster(const Options& options) {
     workers_.push_back(std::move(w));
   }
   auto client = ShardClient::Create({address_});
-  absl::Status s = (*client)->WaitForWorkers(options.num_workers, absl::Seconds(20));
+  absl::Status s =
+      (*client)->WaitForWorkers(options.num_workers, absl::Seconds(20));
   if (!s.ok()) std::abort();
 }
 

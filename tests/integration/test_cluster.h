@@ -34,7 +34,9 @@ class TestCluster {
   const std::string& address() const { return address_; }
   // Stops worker `i`'s server at once (its process "dies").
   void KillWorker(int i);
-  const std::string& worker_address(int i) const { return workers_[i]->address; }
+  const std::string& worker_address(int i) const {
+    return workers_[i]->address;
+  }
 
  private:
   struct Worker {

@@ -127,8 +127,8 @@ void RegisterBuiltins(FunctionRegistry& registry) {
                Signature("scale", 1)
                    .Kwarg("alpha", "number", "the factor")
                    .DTypes(NumericDTypes())
-                   .Doc("x * alpha; int x with a non-integer alpha gives "
-                        "float32 (int32) or float64 (int64)"),
+                   .Doc("x * alpha; int x times a JSON float (even 2.0) "
+                        "gives float32 (int32) or float64 (int64), as in JAX"),
                ScaleKernel);
   MustRegister(registry,
                Signature("relu", 1)

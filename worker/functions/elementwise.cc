@@ -8,44 +8,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_util.h"
+#include "worker/functions/dtype_dispatch.h"
 
 namespace shardmap {
 namespace {
 
-// Integers are added and multiplied as their unsigned counterparts: the low
-// bits are the same as two's complement, and overflow is defined (it wraps
-// around, as numpy and XLA do) instead of undefined behaviour.
-template <typename T>
-struct Arith {
-  using type = T;
-};
-template <>
-struct Arith<int32_t> {
-  using type = uint32_t;
-};
-template <>
-struct Arith<int64_t> {
-  using type = uint64_t;
-};
-
 template <typename T>
 using Vec = Eigen::Array<T, Eigen::Dynamic, 1>;
-
-// Calls f(T{}) with T the C++ element type of `dtype`.
-template <typename F>
-auto Dispatch(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFloat64:
-      return f(double{});
-    case DType::kInt32:
-      return f(int32_t{});
-    case DType::kInt64:
-      return f(int64_t{});
-    case DType::kFloat32:
-      break;
-  }
-  return f(float{});
-}
 
 enum class BinaryOp { kAdd, kMul };
 
@@ -144,8 +113,8 @@ absl::StatusOr<Tensor> Binary(absl::string_view fn, BinaryOp op,
   SHARD_ASSIGN_OR_RETURN(Shape shape,
                          BroadcastShapes(fn, x.shape(), y.shape()));
   SHARD_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(x.dtype(), shape));
-  Dispatch(x.dtype(), [&](auto tag) {
-    BinaryTyped<typename Arith<decltype(tag)>::type>(op, x, y, out);
+  VisitDType(x.dtype(), [&](auto tag) {
+    BinaryTyped<Wrapping<decltype(tag)>>(op, x, y, out);
   });
   return out;
 }
@@ -177,7 +146,7 @@ absl::StatusOr<Tensor> ScaleTyped(Tensor x, const nlohmann::json& alpha) {
   } else {
     if (alpha.is_number_integer()) {
       SHARD_ASSIGN_OR_RETURN(T factor, IntegerAlpha<T>(alpha));
-      using U = typename Arith<T>::type;
+      using U = Wrapping<T>;
       Eigen::Map<Vec<U>>(x.data_as<U>(), n) *= static_cast<U>(factor);
       return x;
     }
@@ -227,13 +196,13 @@ absl::StatusOr<Tensor> Scale(Tensor x, const nlohmann::json& alpha) {
         "scale: keyword argument 'alpha' must be a JSON number, got ",
         alpha.dump()));
   }
-  return Dispatch(x.dtype(), [&](auto tag) {
+  return VisitDType(x.dtype(), [&](auto tag) {
     return ScaleTyped<decltype(tag)>(std::move(x), alpha);
   });
 }
 
 Tensor Relu(Tensor x) {
-  Dispatch(x.dtype(), [&](auto tag) {
+  VisitDType(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     // `x <= 0` is false for NaN, so NaN passes through as in jax.nn.relu;
     // -0.0 becomes +0.0 as in np.maximum(-0.0, 0).

@@ -5,24 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/status_util.h"
+#include "worker/functions/dtype_dispatch.h"
 
 namespace shardmap {
 namespace {
-
-// Integers multiply as their unsigned counterparts: the same low bits as
-// two's complement, with overflow defined to wrap around (as XLA's).
-template <typename T>
-struct Arith {
-  using type = T;
-};
-template <>
-struct Arith<int32_t> {
-  using type = uint32_t;
-};
-template <>
-struct Arith<int64_t> {
-  using type = uint64_t;
-};
 
 template <typename T>
 using RowMajor =
@@ -81,10 +67,10 @@ absl::StatusOr<Tensor> Matmul(const Tensor& a, const Tensor& b) {
       MatmulTyped<double>(a, b, m, k, n, out);
       break;
     case DType::kInt32:
-      MatmulTyped<Arith<int32_t>::type>(a, b, m, k, n, out);
+      MatmulTyped<Wrapping<int32_t>>(a, b, m, k, n, out);
       break;
     case DType::kInt64:
-      MatmulTyped<Arith<int64_t>::type>(a, b, m, k, n, out);
+      MatmulTyped<Wrapping<int64_t>>(a, b, m, k, n, out);
       break;
   }
   return out;
