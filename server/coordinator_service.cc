@@ -41,7 +41,19 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
                                         JobStream* stream) {
   const absl::Time start = absl::Now();
   const std::string job_id = absl::StrCat("job-", next_job_++);
-  auto fail = [&](const absl::Status& s) {
+  // The job's deadline: the client's, capped by ours. At the deadline the
+  // watchdog cancels the call, which ends any read or write that waits on
+  // a stalled client.
+  absl::Time deadline = start + options_.max_job_time;
+  const absl::Time client_deadline = absl::FromChrono(context->deadline());
+  if (client_deadline < deadline) deadline = client_deadline;
+  auto watch = watchdog_->Start(deadline, [context] { context->TryCancel(); });
+  auto fail = [&](absl::Status s) {
+    if (context->IsCancelled() && absl::Now() >= deadline) {
+      s = absl::DeadlineExceededError(absl::StrCat(
+          "the job passed its deadline of ",
+          absl::FormatDuration(deadline - start), " (", s.message(), ")"));
+    }
     ++failed_;
     spdlog::info("{} failed: {}: {}", job_id, StatusCodeName(s.code()),
                  std::string(s.message()));
@@ -66,10 +78,6 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
   }
   auto workers = pool_->Acquire(plan->mesh.num_devices());
   if (!workers.ok()) return fail(workers.status());
-
-  absl::Time deadline = start + options_.max_job_time;
-  const absl::Time client_deadline = absl::FromChrono(context->deadline());
-  if (client_deadline < deadline) deadline = client_deadline;
 
   auto inputs = ReceiveInputs(*plan, stream);
   if (!inputs.ok()) return fail(inputs.status());

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
+#include "server/deadline_watchdog.h"
 #include "server/job_runner.h"
 #include "server/worker_pool.h"
 #include "shardmap/v1/coordinator.grpc.pb.h"
@@ -26,8 +27,8 @@ class CoordinatorService final : public v1::Coordinator::Service {
     uint64_t max_job_bytes = uint64_t{16} << 30;
   };
   CoordinatorService(const Options& options, WorkerPool* pool,
-                     JobRunner* runner)
-      : options_(options), pool_(pool), runner_(runner) {}
+                     JobRunner* runner, DeadlineWatchdog* watchdog)
+      : options_(options), pool_(pool), runner_(runner), watchdog_(watchdog) {}
 
   grpc::Status RunJob(
       grpc::ServerContext* context,
@@ -42,8 +43,9 @@ class CoordinatorService final : public v1::Coordinator::Service {
 
  private:
   const Options options_;
-  WorkerPool* const pool_;   // Not owned.
-  JobRunner* const runner_;  // Not owned.
+  WorkerPool* const pool_;            // Not owned.
+  JobRunner* const runner_;           // Not owned.
+  DeadlineWatchdog* const watchdog_;  // Not owned.
   std::atomic<int64_t> next_job_{0};
   std::atomic<int64_t> completed_{0};
   std::atomic<int64_t> failed_{0};

@@ -8,21 +8,27 @@
 namespace shardmap {
 namespace {
 
+// The call starts at the first Write, not in the constructor: starting it
+// can block while the connection is made (a stopped worker accepts TCP but
+// never answers), and Cancel must already work then.
 class GrpcShardChannel final : public ShardChannel {
  public:
   GrpcShardChannel(std::shared_ptr<v1::Worker::Stub> stub, absl::Time deadline)
       : stub_(std::move(stub)) {
     context_.set_deadline(absl::ToChronoTime(deadline));
-    stream_ = stub_->RunShard(&context_);
   }
   bool Write(const v1::ShardRequest& request) override {
+    if (!stream_) stream_ = stub_->RunShard(&context_);
     return stream_->Write(request);
   }
-  bool WritesDone() override { return stream_->WritesDone(); }
+  bool WritesDone() override { return stream_ && stream_->WritesDone(); }
   bool Read(v1::ShardResponse* response) override {
-    return stream_->Read(response);
+    return stream_ && stream_->Read(response);
   }
-  absl::Status Finish() override { return FromGrpcStatus(stream_->Finish()); }
+  absl::Status Finish() override {
+    if (!stream_) return absl::CancelledError("the call never started");
+    return FromGrpcStatus(stream_->Finish());
+  }
   void Cancel() override { context_.TryCancel(); }
 
  private:

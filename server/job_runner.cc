@@ -183,7 +183,12 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
   for (int64_t d = 0; d < n; ++d)
     results.emplace_back(absl::UnknownError("not run"));
   JobAbort abort(n);
+  // Set by this thread when a worker stops being live mid-job.
+  std::vector<absl::Status> lost(n);
   {
+    absl::Mutex done_mu;
+    int64_t done = 0;
+    std::vector<bool> finished(n, false);
     std::vector<std::thread> threads;
     for (int64_t d = 0; d < n; ++d) {
       threads.emplace_back([&, d] {
@@ -193,9 +198,35 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
         results[d] = RunDevice(job_id, plan, d, inputs, *ch);
         abort.Detach(d);
         if (!results[d].ok()) abort.Abort();
+        absl::MutexLock lock(&done_mu);
+        ++done;
+        finished[d] = true;
       });
     }
+    auto all_done = [&]() ABSL_SHARED_LOCKS_REQUIRED(done_mu) {
+      return done == n;
+    };
+    done_mu.Lock();
+    while (!done_mu.AwaitWithTimeout(absl::Condition(&all_done),
+                                     options_.liveness_poll)) {
+      const std::vector<bool> running_done = finished;
+      done_mu.Unlock();
+      for (int64_t d = 0; options_.check_live && d < n; ++d) {
+        if (!lost[d].ok() || running_done[d]) continue;
+        lost[d] = options_.check_live(workers[d]);
+        if (!lost[d].ok()) abort.Abort();
+      }
+      done_mu.Lock();
+    }
+    done_mu.Unlock();
     for (std::thread& t : threads) t.join();
+  }
+  for (int64_t d = 0; d < n; ++d) {
+    if (!lost[d].ok()) {
+      results[d] = absl::UnavailableError(
+          absl::StrCat(lost[d].message(), "; it was running ",
+                       plan.function.name(), " for job ", job_id));
+    }
   }
   inputs.clear();
 

@@ -9,6 +9,7 @@
 #ifndef SHARDMAP_SERVER_JOB_RUNNER_H_
 #define SHARDMAP_SERVER_JOB_RUNNER_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,12 @@ class JobRunner {
     // Largest output the coordinator assembles; over it the job fails with
     // RESOURCE_EXHAUSTED before allocating.
     uint64_t max_output_bytes = uint64_t{16} << 30;
+    // While a job runs, each of its workers is checked this often with
+    // `check_live`; a worker that fails the check fails the job with
+    // UNAVAILABLE at once, instead of at the job's deadline. This is what
+    // catches a worker that is stopped (SIGSTOP) or cut off mid-job.
+    absl::Duration liveness_poll = absl::Milliseconds(100);
+    std::function<absl::Status(const WorkerPool::Worker&)> check_live;
   };
   JobRunner(const Options& options, WorkerConnector* connector)
       : options_(options), connector_(connector) {}

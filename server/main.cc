@@ -10,6 +10,7 @@
 #include "core/channel.h"
 #include "core/signals.h"
 #include "server/coordinator_service.h"
+#include "server/deadline_watchdog.h"
 #include "server/grpc_worker_connector.h"
 #include "server/job_runner.h"
 #include "server/worker_pool.h"
@@ -45,10 +46,15 @@ int main(int argc, char** argv) {
       std::min(absl::Milliseconds(500), pool_options.heartbeat_timeout / 4);
   WorkerPool pool(pool_options);
   GrpcWorkerConnector connector;
-  JobRunner runner(JobRunner::Options{}, &connector);
+  JobRunner::Options runner_options;
+  runner_options.check_live = [&pool](const WorkerPool::Worker& w) {
+    return pool.CheckLive(w.id);
+  };
+  JobRunner runner(runner_options, &connector);
+  DeadlineWatchdog watchdog;
   CoordinatorService::Options service_options;
   service_options.max_job_time = absl::Seconds(max_job_seconds);
-  CoordinatorService coordinator(service_options, &pool, &runner);
+  CoordinatorService coordinator(service_options, &pool, &runner, &watchdog);
   RegistryService registry(&pool);
 
   grpc::EnableDefaultHealthCheckService(true);

@@ -13,8 +13,8 @@
 
 namespace shardmap {
 
-// One open stream. Not thread-safe, except Cancel, which any thread may
-// call at any time.
+// One stream, started by the first Write. Not thread-safe, except Cancel,
+// which any thread may call at any time, even before the first Write.
 class ShardChannel {
  public:
   virtual ~ShardChannel() = default;

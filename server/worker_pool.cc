@@ -66,6 +66,17 @@ std::vector<WorkerPool::Worker> WorkerPool::LiveWorkers() const {
   return out;
 }
 
+absl::Status WorkerPool::CheckLive(const std::string& id) const {
+  absl::MutexLock lock(&mu_);
+  ExpireLocked();
+  for (const auto& [seq, w] : workers_) {
+    if (w.id == id) return absl::OkStatus();
+  }
+  return absl::UnavailableError(absl::StrCat(
+      "it stopped heartbeating (no heartbeat for over ",
+      absl::FormatDuration(options_.heartbeat_timeout), ") and left the pool"));
+}
+
 absl::StatusOr<std::vector<WorkerPool::Worker>> WorkerPool::Acquire(
     int64_t n) const {
   std::vector<Worker> live = LiveWorkers();

@@ -53,6 +53,9 @@ class WorkerPool {
 
   // Live workers in registration order.
   std::vector<Worker> LiveWorkers() const;
+  // OK if worker `id` is still live; UNAVAILABLE saying how long it has
+  // been silent otherwise.
+  absl::Status CheckLive(const std::string& id) const;
   // The first `n` live workers; FAILED_PRECONDITION saying how many are
   // alive when fewer than `n`.
   absl::StatusOr<std::vector<Worker>> Acquire(int64_t n) const;

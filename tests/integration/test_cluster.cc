@@ -12,9 +12,14 @@ TestCluster::TestCluster(const Options& options) {
   pool_options.heartbeat_interval = absl::Milliseconds(50);
   pool_options.heartbeat_timeout = options.heartbeat_timeout;
   pool_ = std::make_unique<WorkerPool>(pool_options);
-  runner_ = std::make_unique<JobRunner>(JobRunner::Options{}, &connector_);
+  JobRunner::Options runner_options;
+  runner_options.check_live = [pool =
+                                   pool_.get()](const WorkerPool::Worker& w) {
+    return pool->CheckLive(w.id);
+  };
+  runner_ = std::make_unique<JobRunner>(runner_options, &connector_);
   coordinator_ = std::make_unique<CoordinatorService>(
-      CoordinatorService::Options{}, pool_.get(), runner_.get());
+      CoordinatorService::Options{}, pool_.get(), runner_.get(), &watchdog_);
   registry_ = std::make_unique<RegistryService>(pool_.get());
   grpc::ServerBuilder builder;
   int port = 0;

@@ -48,6 +48,7 @@ class TestCluster {
     std::string address;
   };
 
+  DeadlineWatchdog watchdog_;
   std::unique_ptr<WorkerPool> pool_;
   GrpcWorkerConnector connector_;
   std::unique_ptr<JobRunner> runner_;

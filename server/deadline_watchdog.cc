@@ -1,0 +1,56 @@
+#include "server/deadline_watchdog.h"
+
+namespace shardmap {
+
+DeadlineWatchdog::DeadlineWatchdog() : thread_([this] { Loop(); }) {}
+
+DeadlineWatchdog::~DeadlineWatchdog() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  thread_.join();
+}
+
+DeadlineWatchdog::Watch::~Watch() { owner_->End(id_); }
+
+std::unique_ptr<DeadlineWatchdog::Watch> DeadlineWatchdog::Start(
+    absl::Time deadline, std::function<void()> on_expire) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t id = next_id_++;
+  entries_[id] = Entry{deadline, std::move(on_expire)};
+  ++changes_;
+  return std::unique_ptr<Watch>(new Watch(this, id));
+}
+
+void DeadlineWatchdog::End(uint64_t id) {
+  absl::MutexLock lock(&mu_);
+  entries_.erase(id);
+}
+
+void DeadlineWatchdog::Loop() {
+  absl::MutexLock lock(&mu_);
+  while (!stop_) {
+    absl::Time next = absl::InfiniteFuture();
+    const absl::Time now = absl::Now();
+    for (auto it = entries_.begin(); it != entries_.end();) {
+      if (it->second.deadline <= now) {
+        it->second.on_expire();
+        it = entries_.erase(it);
+      } else {
+        next = std::min(next, it->second.deadline);
+        ++it;
+      }
+    }
+    // Wake at the earliest deadline, on a new watch, or on stop; at least
+    // once a second so clock jumps cannot strand a watch.
+    const uint64_t seen = changes_;
+    auto changed = [this, seen]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return stop_ || changes_ != seen;
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&changed),
+                          std::min(next, absl::Now() + absl::Seconds(1)));
+  }
+}
+
+}  // namespace shardmap
