@@ -45,6 +45,11 @@ absl::StatusOr<Mesh> Mesh::Create(std::vector<MeshAxis> axes) {
           "' is not an identifier (letters, digits and '_', not starting "
           "with a digit)"));
     }
+    if (a.name == "None") {
+      return absl::InvalidArgumentError(
+          "mesh axis name 'None' would read as None in a PartitionSpec; "
+          "choose another name");
+    }
     if (!seen.insert(a.name).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("mesh axis '", a.name, "' appears twice"));

@@ -11,9 +11,11 @@ namespace {
 
 // A small recursive-descent parser over the Python text of a spec:
 //
-//   spec   := 'None' | ('P' | 'PartitionSpec') '(' [entry (',' entry)* [',']]
-//   ')' entry  := 'None' | name | '(' [name (',' name)* [',']] ')' name   :=
-//   quoted string | identifier
+// clang-format off
+//   spec  := 'None' | ('P' | 'PartitionSpec') '(' [entry (',' entry)* [',']] ')'
+//   entry := 'None' | name | '(' [name (',' name)* [',']] ')'
+//   name  := quoted string | identifier
+// clang-format on
 //
 // Positions in messages are 0-based offsets into the text.
 class SpecParser {

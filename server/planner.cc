@@ -11,7 +11,7 @@ namespace {
 // or one per element.
 absl::StatusOr<std::vector<PartitionSpec>> BroadcastSpecs(
     const google::protobuf::RepeatedPtrField<v1::PartitionSpec>& specs,
-    size_t count, absl::string_view what, absl::string_view elements) {
+    size_t count, absl::string_view what, absl::string_view element) {
   std::vector<PartitionSpec> out;
   if (specs.size() == 1) {
     out.assign(count, SpecFromProto(specs[0]));
@@ -20,11 +20,16 @@ absl::StatusOr<std::vector<PartitionSpec>> BroadcastSpecs(
   if (static_cast<size_t>(specs.size()) != count) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " has ", specs.size(), " entries but there ",
-        count == 1 ? "is " : "are ", count, " ", elements,
-        "; give one spec for all of them or exactly one per ", elements));
+        count == 1 ? "is " : "are ", count, " ", element, count == 1 ? "" : "s",
+        "; give one spec for all of them or exactly one per ", element));
   }
   for (const auto& s : specs) out.push_back(SpecFromProto(s));
   return out;
+}
+
+// "in_specs" when one spec serves all, else "in_specs[i]".
+std::string SpecName(absl::string_view field, int i, int count) {
+  return count == 1 ? std::string(field) : absl::StrCat(field, "[", i, "]");
 }
 
 }  // namespace
@@ -66,24 +71,45 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
         "in_specs is missing: give one spec for all arguments or one per "
         "argument (--in-spec)");
   }
-  SHARD_ASSIGN_OR_RETURN(std::vector<PartitionSpec> in_specs,
-                         BroadcastSpecs(spec.in_specs(), spec.args_size(),
-                                        "in_specs", "arguments"));
   if (spec.out_specs_size() == 0) {
     return absl::InvalidArgumentError(
         "out_specs is missing: give one spec per output (--out-spec)");
   }
+  // As JAX: every spec's axis names (inputs and outputs) first, then the
+  // prefix structure, then ranks and divisibility. Ranks are checked later,
+  // so the rank given here is one no spec can exceed.
+  constexpr int kAnyRank = 1 << 20;
+  for (int i = 0; i < spec.in_specs_size(); ++i) {
+    SHARD_RETURN_IF_ERROR(
+        SpecFromProto(spec.in_specs(i))
+            .Validate(plan.mesh, kAnyRank,
+                      SpecName("in_specs", i, spec.in_specs_size()),
+                      "its argument"));
+  }
+  for (int o = 0; o < spec.out_specs_size(); ++o) {
+    const std::string what = SpecName("out_specs", o, spec.out_specs_size());
+    const PartitionSpec s = SpecFromProto(spec.out_specs(o));
+    if (s.unsplit()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what,
+          " is None, which is only meaningful for inputs; use P() for "
+          "an output replicated over every mesh axis"));
+    }
+    SHARD_RETURN_IF_ERROR(
+        s.Validate(plan.mesh, kAnyRank, what, absl::StrCat(fn, " output ", o)));
+  }
+  SHARD_ASSIGN_OR_RETURN(std::vector<PartitionSpec> in_specs,
+                         BroadcastSpecs(spec.in_specs(), spec.args_size(),
+                                        "in_specs", "argument"));
   SHARD_ASSIGN_OR_RETURN(
       plan.out_specs,
       BroadcastSpecs(spec.out_specs(), plan.function.num_outputs(), "out_specs",
-                     "outputs"));
+                     "output"));
 
   std::vector<DType> dtypes;
   for (int i = 0; i < spec.args_size(); ++i) {
     const std::string value = absl::StrCat("args[", i, "]");
-    const std::string what = spec.in_specs_size() == 1
-                                 ? "in_specs"
-                                 : absl::StrCat("in_specs[", i, "]");
+    const std::string what = SpecName("in_specs", i, spec.in_specs_size());
     SHARD_ASSIGN_OR_RETURN(ArrayMeta meta,
                            HeaderFromProto(spec.args(i), value));
     const PartitionSpec& s = in_specs[i];
@@ -104,21 +130,6 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
                          CheckCall(plan.function, dtypes, kwargs));
   plan.kwargs_json = resolved.dump();
 
-  for (size_t o = 0; o < plan.out_specs.size(); ++o) {
-    const PartitionSpec& s = plan.out_specs[o];
-    const std::string what = spec.out_specs_size() == 1
-                                 ? "out_specs"
-                                 : absl::StrCat("out_specs[", o, "]");
-    if (s.unsplit()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          what,
-          " is None, which is only meaningful for inputs; use P() for "
-          "an output replicated over every mesh axis"));
-    }
-    // The rank is known only after the function runs; check the names now.
-    SHARD_RETURN_IF_ERROR(
-        s.Validate(plan.mesh, 1 << 20, what, absl::StrCat(fn, " output ", o)));
-  }
   return plan;
 }
 

@@ -67,8 +67,8 @@ std::string Describe(const Case& c) {
   }
   std::vector<std::string> entries;
   for (const auto& e : c.entries) {
-    entries.push_back(e.empty() ? "None"
-                                : absl::StrCat("(", absl::StrJoin(e, ","), ")"));
+    entries.push_back(
+        e.empty() ? "None" : absl::StrCat("(", absl::StrJoin(e, ","), ")"));
   }
   return absl::StrCat("mesh ", absl::StrJoin(axes, ","), " spec [",
                       absl::StrJoin(entries, " "), "] shape (",
@@ -293,9 +293,8 @@ Mesh MeshOf(const Case& c) {
 }
 
 // Compares item by item; reports the first differing element.
-::testing::AssertionResult SameElements(const uint8_t* got,
-                                        const uint8_t* want, size_t count,
-                                        size_t item) {
+::testing::AssertionResult SameElements(const uint8_t* got, const uint8_t* want,
+                                        size_t count, size_t item) {
   for (size_t e = 0; e < count; ++e) {
     if (std::memcmp(got + e * item, want + e * item, item) != 0) {
       return ::testing::AssertionFailure()
@@ -364,8 +363,8 @@ void CheckCase(const Case& c, std::mt19937& rng, int* all_axes_cases) {
                  : std::uniform_int_distribution<size_t>(0, nbytes - off)(rng);
       std::vector<uint8_t> out(len + 8, 0xA5);
       region.CopyOut(global.data(), off, len, out.data());
-      ASSERT_TRUE(std::equal(out.begin(), out.begin() + len,
-                             want.bytes.begin() + off))
+      ASSERT_TRUE(
+          std::equal(out.begin(), out.begin() + len, want.bytes.begin() + off))
           << "CopyOut [" << off << ", " << off + len << ") of " << nbytes;
       for (size_t i = len; i < out.size(); ++i) {
         ASSERT_EQ(out[i], 0xA5) << "CopyOut wrote past its length";
@@ -375,8 +374,8 @@ void CheckCase(const Case& c, std::mt19937& rng, int* all_axes_cases) {
     // CopyIn of the naive block in random consecutive pieces.
     for (size_t off = 0; off < nbytes;) {
       const size_t len = std::min<size_t>(
-          nbytes - off, std::uniform_int_distribution<size_t>(1, 3 * item + 5)(
-                            rng));
+          nbytes - off,
+          std::uniform_int_distribution<size_t>(1, 3 * item + 5)(rng));
       region.CopyIn(want.bytes.data() + off, off, len, reassembled.data());
       off += len;
     }
@@ -400,8 +399,7 @@ void CheckCase(const Case& c, std::mt19937& rng, int* all_axes_cases) {
   }
 
   // Every block written back reassembles the original.
-  EXPECT_TRUE(
-      SameElements(reassembled.data(), global.data(), num_elems, item));
+  EXPECT_TRUE(SameElements(reassembled.data(), global.data(), num_elems, item));
   // Each element is in exactly `replication` blocks: once when the spec
   // mentions every axis.
   const int64_t replication = Replication(c);
@@ -424,8 +422,7 @@ void CheckCase(const Case& c, std::mt19937& rng, int* all_axes_cases) {
     EXPECT_LT(na, total_blocks);
     numbers.insert(na);
     for (size_t b = 0; b < coords.size(); ++b) {
-      EXPECT_EQ(na == layout->BlockNumber(b),
-                naive_index[a] == naive_index[b])
+      EXPECT_EQ(na == layout->BlockNumber(b), naive_index[a] == naive_index[b])
           << "devices " << a << " and " << b;
     }
   }
@@ -508,24 +505,24 @@ TEST(BlockMathTest, RandomNonDivisibleDimsAreRejected) {
   EXPECT_EQ(checked, 100);
 }
 
-// --- Fixed examples -----------------------------------------------------------
+// --- Fixed examples
+// -----------------------------------------------------------
 
 Mesh MustMesh(absl::string_view text) { return *Mesh::Parse(text); }
 
 TEST(BlockMathTest, DivisibilityMessageForTupleEntry) {
   // SEMANTICS P7: "to mesh axes ('i', 'j') (of total size 8), but 8 does
   // not evenly divide 6".
-  const absl::Status s =
-      BlockLayout::Create(MustMesh("x=4,y=2"),
-                          PartitionSpec(Entries{{"x", "y"}}), {6},
-                          "in_specs[0]", "args[0]")
-          .status();
-  EXPECT_TRUE(StatusIs(s, absl::StatusCode::kInvalidArgument,
-                       {"args[0] of shape (6,)",
-                        "in_specs[0] of value P(('x', 'y'),)",
-                        "maps array axis 0 (of size 6)",
-                        "to mesh axes ('x', 'y') (of total size 8)",
-                        "8 does not evenly divide 6"}));
+  const absl::Status s = BlockLayout::Create(MustMesh("x=4,y=2"),
+                                             PartitionSpec(Entries{{"x", "y"}}),
+                                             {6}, "in_specs[0]", "args[0]")
+                             .status();
+  EXPECT_TRUE(
+      StatusIs(s, absl::StatusCode::kInvalidArgument,
+               {"args[0] of shape (6,)", "in_specs[0] of value P(('x', 'y'),)",
+                "maps array axis 0 (of size 6)",
+                "to mesh axes ('x', 'y') (of total size 8)",
+                "8 does not evenly divide 6"}));
 }
 
 TEST(BlockMathTest, DivisibilityMessageForSingleAxis) {
@@ -538,14 +535,14 @@ TEST(BlockMathTest, DivisibilityMessageForSingleAxis) {
       {"args[0] of shape (2, 2)", "in_specs[0] of value P('i',)",
        "maps array axis 0 (of size 2) to mesh axis 'i' (of size 4), but 4 "
        "does not evenly divide 2"}));
-  EXPECT_TRUE(StatusIs(
-      BlockLayout::Create(MustMesh("i=4,j=2"),
-                          PartitionSpec(Entries{{}, {"j"}}), {4, 3},
-                          "in_specs[1]", "args[1]")
-          .status(),
-      absl::StatusCode::kInvalidArgument,
-      {"maps array axis 1 (of size 3) to mesh axis 'j' (of size 2)",
-       "2 does not evenly divide 3"}));
+  EXPECT_TRUE(
+      StatusIs(BlockLayout::Create(MustMesh("i=4,j=2"),
+                                   PartitionSpec(Entries{{}, {"j"}}), {4, 3},
+                                   "in_specs[1]", "args[1]")
+                   .status(),
+               absl::StatusCode::kInvalidArgument,
+               {"maps array axis 1 (of size 3) to mesh axis 'j' (of size 2)",
+                "2 does not evenly divide 3"}));
 }
 
 TEST(BlockMathTest, CreateValidatesTheSpec) {
@@ -553,18 +550,17 @@ TEST(BlockMathTest, CreateValidatesTheSpec) {
   EXPECT_TRUE(StatusIs(BlockLayout::Create(mesh, PartitionSpec(Entries{{"q"}}),
                                            {4}, "in_specs[0]", "args[0]")
                            .status(),
-                       absl::StatusCode::kInvalidArgument,
-                       {"mesh axis 'q'"}));
-  EXPECT_TRUE(StatusIs(
-      BlockLayout::Create(mesh, PartitionSpec(Entries{{"x"}, {"y"}}), {4},
-                          "in_specs[0]", "args[0]")
-          .status(),
-      absl::StatusCode::kInvalidArgument, {"has length 2", "rank 1"}));
-  EXPECT_TRUE(StatusIs(
-      BlockLayout::FromBlockShape(mesh, PartitionSpec(Entries{{"x"}}), {},
-                                  "out_specs[0]", "output 0")
-          .status(),
-      absl::StatusCode::kInvalidArgument, {"out_specs[0]", "rank 0"}));
+                       absl::StatusCode::kInvalidArgument, {"mesh axis 'q'"}));
+  EXPECT_TRUE(
+      StatusIs(BlockLayout::Create(mesh, PartitionSpec(Entries{{"x"}, {"y"}}),
+                                   {4}, "in_specs[0]", "args[0]")
+                   .status(),
+               absl::StatusCode::kInvalidArgument, {"has length 2", "rank 1"}));
+  EXPECT_TRUE(
+      StatusIs(BlockLayout::FromBlockShape(mesh, PartitionSpec(Entries{{"x"}}),
+                                           {}, "out_specs[0]", "output 0")
+                   .status(),
+               absl::StatusCode::kInvalidArgument, {"out_specs[0]", "rank 0"}));
 }
 
 // Oracles written out by hand from SEMANTICS P3 / DOC's block transpose.

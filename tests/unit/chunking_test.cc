@@ -11,27 +11,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
+#include "tests/unit/status_matchers.h"
 
 namespace shardmap {
 namespace {
-
-::testing::AssertionResult StatusIs(const absl::Status& s,
-                                    absl::StatusCode code,
-                                    std::initializer_list<absl::string_view>
-                                        parts) {
-  if (s.code() != code) {
-    return ::testing::AssertionFailure()
-           << "expected code " << absl::StatusCodeToString(code) << ", got "
-           << s;
-  }
-  for (absl::string_view p : parts) {
-    if (!absl::StrContains(s.message(), p)) {
-      return ::testing::AssertionFailure()
-             << "message lacks \"" << p << "\": " << s;
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
 
 constexpr size_t kMiB = 1 << 20;
 
@@ -79,9 +62,9 @@ TEST(ChunkingTest, SendTensorChunksCutsInOrder) {
     EXPECT_EQ(chunks[i].offset(), offset);
     ASSERT_EQ(chunks[i].data().size(), want_sizes[i]);
     EXPECT_LE(chunks[i].data().size(), kChunkBytes);
-    EXPECT_EQ(std::memcmp(chunks[i].data().data(), t.data() + offset,
-                          want_sizes[i]),
-              0);
+    EXPECT_EQ(
+        std::memcmp(chunks[i].data().data(), t.data() + offset, want_sizes[i]),
+        0);
     offset += chunks[i].data().size();
   }
   EXPECT_EQ(offset, t.num_bytes());
@@ -183,11 +166,10 @@ TEST(ChunkSequencerTest, AllEmptyFinishesImmediately) {
 
 TEST(ChunkSequencerTest, SinksSeeOffsets) {
   std::vector<std::pair<size_t, std::string>> seen;
-  ChunkSequencer seq(
-      {5}, {[&](size_t off, absl::string_view d) {
-        seen.emplace_back(off, std::string(d));
-      }},
-      "output");
+  ChunkSequencer seq({5}, {[&](size_t off, absl::string_view d) {
+                       seen.emplace_back(off, std::string(d));
+                     }},
+                     "output");
   ASSERT_TRUE(seq.Accept(Chunk(0, 0, "ab")).ok());
   ASSERT_TRUE(seq.Accept(Chunk(0, 2, "cde")).ok());
   EXPECT_TRUE(seq.Finish().ok());
@@ -199,11 +181,14 @@ TEST(ChunkSequencerTest, SinksSeeOffsets) {
 ChunkSequencer TwoArrays(std::string* a, std::string* b) {
   a->assign(10, '\0');
   b->assign(4, '\0');
-  return ChunkSequencer(
-      {10, 4},
-      {[a](size_t off, absl::string_view d) { a->replace(off, d.size(), d.data(), d.size()); },
-       [b](size_t off, absl::string_view d) { b->replace(off, d.size(), d.data(), d.size()); }},
-      "argument");
+  return ChunkSequencer({10, 4},
+                        {[a](size_t off, absl::string_view d) {
+                           a->replace(off, d.size(), d.data(), d.size());
+                         },
+                         [b](size_t off, absl::string_view d) {
+                           b->replace(off, d.size(), d.data(), d.size());
+                         }},
+                        "argument");
 }
 
 TEST(ChunkSequencerTest, RejectsOutOfOrderOffset) {

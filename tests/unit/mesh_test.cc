@@ -12,27 +12,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
+#include "tests/unit/status_matchers.h"
 
 namespace shardmap {
 namespace {
-
-::testing::AssertionResult StatusIs(const absl::Status& s,
-                                    absl::StatusCode code,
-                                    std::initializer_list<absl::string_view>
-                                        parts) {
-  if (s.code() != code) {
-    return ::testing::AssertionFailure()
-           << "expected code " << absl::StatusCodeToString(code) << ", got "
-           << s;
-  }
-  for (absl::string_view p : parts) {
-    if (!absl::StrContains(s.message(), p)) {
-      return ::testing::AssertionFailure()
-             << "message lacks \"" << p << "\": " << s;
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
 
 Mesh MustParse(absl::string_view text) {
   absl::StatusOr<Mesh> m = Mesh::Parse(text);
@@ -81,8 +64,8 @@ TEST(MeshTest, ParseErrors) {
                        {"malformed mesh 'x'", "got 'x'"}));
   EXPECT_TRUE(StatusIs(Mesh::Parse("x=2,").status(), kInvalid,
                        {"malformed mesh 'x=2,'"}));
-  EXPECT_TRUE(StatusIs(Mesh::Parse("x=2=3").status(), kInvalid,
-                       {"malformed mesh"}));
+  EXPECT_TRUE(
+      StatusIs(Mesh::Parse("x=2=3").status(), kInvalid, {"malformed mesh"}));
   EXPECT_TRUE(StatusIs(Mesh::Parse("x=0").status(), kInvalid,
                        {"mesh axis 'x' has size 0", "sizes must be >= 1"}));
   EXPECT_TRUE(StatusIs(Mesh::Parse("x=-1").status(), kInvalid,

@@ -12,29 +12,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "tests/unit/status_matchers.h"
 
 namespace shardmap {
 namespace {
 
 using Entries = std::vector<PartitionSpec::Entry>;
-
-::testing::AssertionResult StatusIs(const absl::Status& s,
-                                    absl::StatusCode code,
-                                    std::initializer_list<absl::string_view>
-                                        parts) {
-  if (s.code() != code) {
-    return ::testing::AssertionFailure()
-           << "expected code " << absl::StatusCodeToString(code) << ", got "
-           << s;
-  }
-  for (absl::string_view p : parts) {
-    if (!absl::StrContains(s.message(), p)) {
-      return ::testing::AssertionFailure()
-             << "message lacks \"" << p << "\": " << s;
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
 
 PartitionSpec MustParse(absl::string_view text) {
   absl::StatusOr<PartitionSpec> p = PartitionSpec::Parse(text);
@@ -103,8 +86,14 @@ TEST(PartitionSpecParseTest, LongNameQuotesBareNamesAndWhitespace) {
   EXPECT_EQ(MustParse(" P ( 'x' ,\tNone ,\n( 'y' , 'z' ) ) ").entries(),
             expected);
   EXPECT_EQ(MustParse("P(x,None,(y,z))").entries(), expected);
-  EXPECT_EQ(MustParse("P(data_0, None)").entries(),
-            (Entries{{"data_0"}, {}}));
+  EXPECT_EQ(MustParse("P(data_0, None)").entries(), (Entries{{"data_0"}, {}}));
+}
+
+TEST(PartitionSpecParseTest, LongName) {
+  EXPECT_EQ(MustParse("PartitionSpec('x')"), MustParse("P('x')"));
+  EXPECT_EQ(MustParse("PartitionSpec()"), PartitionSpec());
+  EXPECT_EQ(MustParse("PartitionSpec(('a', 'b'), None)").entries(),
+            (Entries{{"a", "b"}, {}}));
 }
 
 TEST(PartitionSpecParseTest, TrailingCommas) {
@@ -170,10 +159,10 @@ TEST(PartitionSpecParseTest, MalformedTextReportsPosition) {
   for (const Case& c : cases) {
     SCOPED_TRACE(c.text);
     const absl::Status s = PartitionSpec::Parse(c.text).status();
-    EXPECT_TRUE(StatusIs(
-        s, kInvalid,
-        {absl::StrCat("malformed PartitionSpec \"", c.text, "\""), c.position,
-         c.what}));
+    EXPECT_TRUE(
+        StatusIs(s, kInvalid,
+                 {absl::StrCat("malformed PartitionSpec \"", c.text, "\""),
+                  c.position, c.what}));
   }
 }
 
@@ -239,16 +228,16 @@ TEST(PartitionSpecValidateTest, TooLongForRank) {
 
 TEST(PartitionSpecValidateTest, ScalarHint) {
   const Mesh mesh = MustMesh("i=4");
-  EXPECT_TRUE(StatusIs(
-      MustParse("P('i')").Validate(mesh, 0, "in_specs[0]", "args[0]"),
-      absl::StatusCode::kInvalidArgument,
-      {"has length 1", "rank 0", "(and 0 < 1)",
-       "for scalar values (rank 0) use P()"}));
+  EXPECT_TRUE(
+      StatusIs(MustParse("P('i')").Validate(mesh, 0, "in_specs[0]", "args[0]"),
+               absl::StatusCode::kInvalidArgument,
+               {"has length 1", "rank 0", "(and 0 < 1)",
+                "for scalar values (rank 0) use P()"}));
   // P(None) on a scalar is an error too; use P().
-  EXPECT_TRUE(StatusIs(
-      MustParse("P(None)").Validate(mesh, 0, "in_specs[0]", "args[0]"),
-      absl::StatusCode::kInvalidArgument,
-      {"has length 1", "for scalar values (rank 0) use P()"}));
+  EXPECT_TRUE(
+      StatusIs(MustParse("P(None)").Validate(mesh, 0, "in_specs[0]", "args[0]"),
+               absl::StatusCode::kInvalidArgument,
+               {"has length 1", "for scalar values (rank 0) use P()"}));
 }
 
 }  // namespace

@@ -29,13 +29,13 @@ const std::vector<CodeRow>& AllCodes() {
       {absl::StatusCode::kUnknown, grpc::StatusCode::UNKNOWN, "UNKNOWN"},
       {absl::StatusCode::kInvalidArgument, grpc::StatusCode::INVALID_ARGUMENT,
        "INVALID_ARGUMENT"},
-      {absl::StatusCode::kDeadlineExceeded,
-       grpc::StatusCode::DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED"},
+      {absl::StatusCode::kDeadlineExceeded, grpc::StatusCode::DEADLINE_EXCEEDED,
+       "DEADLINE_EXCEEDED"},
       {absl::StatusCode::kNotFound, grpc::StatusCode::NOT_FOUND, "NOT_FOUND"},
       {absl::StatusCode::kAlreadyExists, grpc::StatusCode::ALREADY_EXISTS,
        "ALREADY_EXISTS"},
-      {absl::StatusCode::kPermissionDenied,
-       grpc::StatusCode::PERMISSION_DENIED, "PERMISSION_DENIED"},
+      {absl::StatusCode::kPermissionDenied, grpc::StatusCode::PERMISSION_DENIED,
+       "PERMISSION_DENIED"},
       {absl::StatusCode::kResourceExhausted,
        grpc::StatusCode::RESOURCE_EXHAUSTED, "RESOURCE_EXHAUSTED"},
       {absl::StatusCode::kFailedPrecondition,
@@ -114,11 +114,15 @@ TEST(StatusUtilTest, OkMapsToOk) {
 }
 
 TEST(StatusUtilTest, OutOfRangeGrpcCodeIsUnknown) {
-  for (int code : {17, 42, 1000, -5}) {
+  // grpc::StatusCode has no fixed underlying type, so only values within
+  // its enumerators' bit range (-32..31) can be formed without UB.
+  for (int code : {17, 20, 31, -1, -5, -32}) {
     SCOPED_TRACE(code);
     const absl::Status a = FromGrpcStatus(
         grpc::Status(static_cast<grpc::StatusCode>(code), "bogus peer"));
     EXPECT_EQ(a.code(), absl::StatusCode::kUnknown);
+    // Not just mapped on read: the stored code is UNKNOWN too.
+    EXPECT_EQ(a.raw_code(), static_cast<int>(absl::StatusCode::kUnknown));
     EXPECT_EQ(a.message(), "bogus peer");
   }
 }
@@ -244,9 +248,8 @@ TEST(StatusUtilTest, AssignOrReturnIntoStatusReturningFunction) {
 // --- Annotate -------------------------------------------------------------
 
 TEST(StatusUtilTest, AnnotatePrefixesMessageAndKeepsCode) {
-  const absl::Status s =
-      Annotate(absl::InvalidArgumentError("mesh axis 'x' appears twice"),
-               "mesh");
+  const absl::Status s = Annotate(
+      absl::InvalidArgumentError("mesh axis 'x' appears twice"), "mesh");
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "mesh: mesh axis 'x' appears twice");
 

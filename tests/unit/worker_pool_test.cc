@@ -1,0 +1,300 @@
+// Tests of server/worker_pool with an injected clock: registration,
+// heartbeats and expiry, re-registration, acquisition, the function
+// catalog, and concurrent use.
+#include "server/worker_pool.h"
+
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <initializer_list>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/notification.h"
+#include "core/signature.h"
+#include "tests/unit/status_matchers.h"
+
+namespace shardmap {
+namespace {
+
+// A clock the test advances by hand. Reads are atomic so the concurrent
+// test may share it.
+class FakeClock {
+ public:
+  absl::Time Now() const {
+    return absl::UnixEpoch() + absl::Nanoseconds(ns_.load());
+  }
+  void Advance(absl::Duration d) { ns_ += absl::ToInt64Nanoseconds(d); }
+
+ private:
+  std::atomic<int64_t> ns_{1'000'000'000'000};
+};
+
+class WorkerPoolTest : public ::testing::Test {
+ protected:
+  // The pool logs every join at info level; keep the test output readable.
+  WorkerPoolTest() { spdlog::set_level(spdlog::level::warn); }
+
+  WorkerPool::Options MakeOptions() {
+    WorkerPool::Options o;
+    o.heartbeat_interval = absl::Milliseconds(100);
+    o.heartbeat_timeout = absl::Seconds(1);
+    o.clock = [this] { return clock_.Now(); };
+    return o;
+  }
+
+  std::vector<std::string> LiveIds() const {
+    std::vector<std::string> ids;
+    for (const auto& w : pool_.LiveWorkers()) ids.push_back(w.id);
+    return ids;
+  }
+
+  std::string MustRegister(const std::string& address, uint64_t incarnation,
+                           std::vector<v1::FunctionSignature> fns = {}) {
+    absl::StatusOr<std::string> id = pool_.Register(address, incarnation, fns);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.ok() ? *id : "";
+  }
+
+  FakeClock clock_;
+  WorkerPool pool_{MakeOptions()};
+};
+
+using Ids = std::vector<std::string>;
+
+TEST_F(WorkerPoolTest, RegisterReturnsSequentialIds) {
+  EXPECT_EQ(MustRegister("10.0.0.1:5000", 1), "w0");
+  EXPECT_EQ(MustRegister("10.0.0.2:5000", 1), "w1");
+  EXPECT_EQ(MustRegister("10.0.0.3:5000", 7), "w2");
+  EXPECT_EQ(LiveIds(), (Ids{"w0", "w1", "w2"}));
+  const std::vector<WorkerPool::Worker> live = pool_.LiveWorkers();
+  EXPECT_EQ(live[1].address, "10.0.0.2:5000");
+  EXPECT_EQ(live[2].incarnation, 7u);
+  EXPECT_EQ(live[0].last_heartbeat, clock_.Now());
+  EXPECT_EQ(pool_.heartbeat_interval(), absl::Milliseconds(100));
+}
+
+TEST_F(WorkerPoolTest, RegisterRejectsEmptyAddress) {
+  EXPECT_TRUE(StatusIs(pool_.Register("", 1, {}).status(),
+                       absl::StatusCode::kInvalidArgument,
+                       {"without an address"}));
+  EXPECT_TRUE(LiveIds().empty());
+  // The failed registration did not use up an id.
+  EXPECT_EQ(MustRegister("a:1", 1), "w0");
+}
+
+TEST_F(WorkerPoolTest, HeartbeatKeepsWorkerLive) {
+  const std::string id = MustRegister("a:1", 5);
+  for (int i = 0; i < 10; ++i) {
+    clock_.Advance(absl::Milliseconds(900));
+    ASSERT_TRUE(pool_.Heartbeat(id, 5).ok()) << i;
+    EXPECT_EQ(LiveIds(), Ids{id});
+  }
+  EXPECT_EQ(pool_.LiveWorkers()[0].last_heartbeat, clock_.Now());
+  EXPECT_TRUE(pool_.CheckLive(id).ok());
+}
+
+TEST_F(WorkerPoolTest, SilentWorkerExpires) {
+  const std::string a = MustRegister("a:1", 1);
+  const std::string b = MustRegister("b:1", 1);
+  clock_.Advance(absl::Milliseconds(600));
+  ASSERT_TRUE(pool_.Heartbeat(b, 1).ok());
+  // Exactly at the timeout a worker is still live ("older than").
+  clock_.Advance(absl::Milliseconds(400));
+  EXPECT_EQ(LiveIds(), (Ids{a, b}));
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(LiveIds(), Ids{b});
+  EXPECT_TRUE(StatusIs(pool_.Heartbeat(a, 1), absl::StatusCode::kNotFound,
+                       {"unknown worker w0"}));
+  EXPECT_TRUE(StatusIs(pool_.CheckLive(a), absl::StatusCode::kUnavailable,
+                       {"stopped heartbeating", "left the pool"}));
+  EXPECT_TRUE(pool_.CheckLive(b).ok());
+  // A late heartbeat does not bring it back.
+  EXPECT_EQ(LiveIds(), Ids{b});
+  clock_.Advance(absl::Seconds(5));
+  EXPECT_TRUE(LiveIds().empty());
+  EXPECT_TRUE(StatusIs(pool_.Heartbeat(b, 1), absl::StatusCode::kNotFound,
+                       {"unknown worker w1"}));
+}
+
+TEST_F(WorkerPoolTest, ExpiredWorkerMustRegisterAgain) {
+  const std::string a = MustRegister("a:1", 1);
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(pool_.Heartbeat(a, 1).code(), absl::StatusCode::kNotFound);
+  const std::string again = MustRegister("a:1", 1);
+  EXPECT_EQ(again, "w1");
+  EXPECT_TRUE(pool_.Heartbeat(again, 1).ok());
+  EXPECT_EQ(LiveIds(), Ids{again});
+}
+
+TEST_F(WorkerPoolTest, ReRegistrationReplacesOldEntry) {
+  const std::string a = MustRegister("a:1", 1);
+  const std::string b = MustRegister("b:1", 1);
+  const std::string a2 = MustRegister("a:1", 2);  // a restarted
+  EXPECT_EQ(a2, "w2");
+  EXPECT_EQ(LiveIds(), (Ids{b, a2}));
+  const std::vector<WorkerPool::Worker> live = pool_.LiveWorkers();
+  EXPECT_EQ(live[1].address, "a:1");
+  EXPECT_EQ(live[1].incarnation, 2u);
+  EXPECT_TRUE(StatusIs(pool_.Heartbeat(a, 1), absl::StatusCode::kNotFound,
+                       {"unknown worker w0"}));
+  EXPECT_TRUE(pool_.Heartbeat(a2, 2).ok());
+}
+
+TEST_F(WorkerPoolTest, StaleIncarnationHeartbeatIsNotFound) {
+  const std::string id = MustRegister("a:1", 41);
+  EXPECT_TRUE(StatusIs(pool_.Heartbeat(id, 40), absl::StatusCode::kNotFound,
+                       {"unknown worker w0"}));
+  EXPECT_TRUE(StatusIs(pool_.Heartbeat("w9", 41), absl::StatusCode::kNotFound,
+                       {"unknown worker w9"}));
+  // A stale heartbeat does not refresh the real one.
+  clock_.Advance(absl::Milliseconds(800));
+  EXPECT_EQ(pool_.Heartbeat(id, 40).code(), absl::StatusCode::kNotFound);
+  clock_.Advance(absl::Milliseconds(300));
+  EXPECT_TRUE(LiveIds().empty());
+}
+
+TEST_F(WorkerPoolTest, AcquireReportsHowManyAreAlive) {
+  EXPECT_TRUE(
+      StatusIs(pool_.Acquire(2).status(), absl::StatusCode::kFailedPrecondition,
+               {"the mesh has 2 devices but only 0 workers are alive"}));
+  MustRegister("a:1", 1);
+  EXPECT_TRUE(StatusIs(pool_.Acquire(4).status(),
+                       absl::StatusCode::kFailedPrecondition,
+                       {"the mesh has 4 devices but only 1 worker is alive",
+                        "start more workers or use a smaller mesh"}));
+  MustRegister("b:1", 1);
+  MustRegister("c:1", 1);
+  EXPECT_TRUE(StatusIs(pool_.Acquire(4).status(),
+                       absl::StatusCode::kFailedPrecondition,
+                       {"only 3 workers are alive"}));
+
+  absl::StatusOr<std::vector<WorkerPool::Worker>> got = pool_.Acquire(2);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), 2u);
+  EXPECT_EQ((*got)[0].id, "w0");
+  EXPECT_EQ((*got)[1].id, "w1");
+  got = pool_.Acquire(3);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->size(), 3u);
+
+  // Expired workers do not count.
+  clock_.Advance(absl::Milliseconds(700));
+  ASSERT_TRUE(pool_.Heartbeat("w2", 1).ok());
+  clock_.Advance(absl::Milliseconds(700));
+  got = pool_.Acquire(1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[0].id, "w2");
+  EXPECT_TRUE(StatusIs(pool_.Acquire(2).status(),
+                       absl::StatusCode::kFailedPrecondition,
+                       {"only 1 worker is alive"}));
+}
+
+TEST_F(WorkerPoolTest, FindFunction) {
+  EXPECT_TRUE(StatusIs(
+      pool_.FindFunction("add").status(), absl::StatusCode::kFailedPrecondition,
+      {"cannot look up function 'add'", "no worker has registered yet"}));
+  EXPECT_TRUE(pool_.Functions().empty());
+
+  MustRegister("a:1", 1,
+               {Signature("scale", 1).Kwarg("alpha", "number").proto(),
+                Signature("add", 2).SameDType().proto()});
+  MustRegister("b:1", 1, {Signature("matmul", 2).proto()});
+
+  absl::StatusOr<v1::FunctionSignature> add = pool_.FindFunction("add");
+  ASSERT_TRUE(add.ok()) << add.status();
+  EXPECT_EQ(add->name(), "add");
+  EXPECT_EQ(add->arity(), 2);
+  EXPECT_TRUE(add->same_dtype());
+  absl::StatusOr<v1::FunctionSignature> scale = pool_.FindFunction("scale");
+  ASSERT_TRUE(scale.ok());
+  ASSERT_EQ(scale->kwargs_size(), 1);
+  EXPECT_EQ(scale->kwargs(0).name(), "alpha");
+
+  EXPECT_TRUE(StatusIs(
+      pool_.FindFunction("mul").status(), absl::StatusCode::kNotFound,
+      {"unknown function 'mul'", "known functions: add, matmul, scale"}));
+
+  std::vector<std::string> names;
+  for (const auto& f : pool_.Functions()) names.push_back(f.name());
+  EXPECT_EQ(names, (Ids{"add", "matmul", "scale"}));
+}
+
+// Smoke test for races: 8 threads register, heartbeat, re-register and read
+// at once. Every call's result is checked.
+TEST_F(WorkerPoolTest, ConcurrentRegisterAndHeartbeat) {
+  constexpr int kThreads = 8;
+  constexpr int kBeats = 200;
+  absl::Notification start;
+  std::vector<absl::Status> results(kThreads);
+  std::vector<std::string> first_ids(kThreads), second_ids(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t]() {
+      results[t] = [&]() -> absl::Status {
+        start.WaitForNotification();
+        const std::string address = absl::StrCat("10.0.0.", t, ":7000");
+        const std::string fn = absl::StrCat("f", t);
+        absl::StatusOr<std::string> id =
+            pool_.Register(address, 1, {Signature(fn, 1).proto()});
+        if (!id.ok()) return id.status();
+        first_ids[t] = *id;
+        for (int i = 0; i < kBeats; ++i) {
+          if (absl::Status s = pool_.Heartbeat(*id, 1); !s.ok()) return s;
+          if (i % 20 == 0) {
+            if (pool_.LiveWorkers().empty()) {
+              return absl::InternalError("no live workers while registered");
+            }
+            if (absl::StatusOr<v1::FunctionSignature> f =
+                    pool_.FindFunction(fn);
+                !f.ok() || f->name() != fn) {
+              return absl::InternalError(absl::StrCat(fn, " not found"));
+            }
+          }
+        }
+        // Restart: the old id stops working, the new one works.
+        absl::StatusOr<std::string> again =
+            pool_.Register(address, 2, {Signature(fn, 1).proto()});
+        if (!again.ok()) return again.status();
+        second_ids[t] = *again;
+        if (pool_.Heartbeat(*id, 1).code() != absl::StatusCode::kNotFound) {
+          return absl::InternalError("old incarnation still accepted");
+        }
+        for (int i = 0; i < kBeats; ++i) {
+          if (absl::Status s = pool_.Heartbeat(*again, 2); !s.ok()) return s;
+        }
+        return absl::OkStatus();
+      }();
+    });
+  }
+  start.Notify();
+  for (std::thread& th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_TRUE(results[t].ok()) << "thread " << t << ": " << results[t];
+  }
+  std::set<std::string> all(first_ids.begin(), first_ids.end());
+  all.insert(second_ids.begin(), second_ids.end());
+  EXPECT_EQ(all.size(), 2u * kThreads);  // every id unique
+  for (int i = 0; i < 2 * kThreads; ++i) {
+    EXPECT_EQ(all.count(absl::StrCat("w", i)), 1u) << i;
+  }
+  const std::vector<WorkerPool::Worker> live = pool_.LiveWorkers();
+  ASSERT_EQ(live.size(), static_cast<size_t>(kThreads));
+  std::set<std::string> live_ids;
+  for (const auto& w : live) {
+    EXPECT_EQ(w.incarnation, 2u);
+    live_ids.insert(w.id);
+  }
+  EXPECT_EQ(live_ids,
+            std::set<std::string>(second_ids.begin(), second_ids.end()));
+  EXPECT_EQ(pool_.Functions().size(), static_cast<size_t>(kThreads));
+}
+
+}  // namespace
+}  // namespace shardmap
