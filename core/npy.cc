@@ -1,6 +1,7 @@
 #include "core/npy.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -450,14 +451,35 @@ absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
     return absl::NotFoundError(
         absl::StrCat("input file '", path, "' does not exist"));
   }
-  std::string bytes;
-  const int err = fd < 0 ? errno : ReadAll(fd, bytes);
-  if (fd >= 0) ::close(fd);
-  if (err != 0) {
+  auto cannot_read = [&path](int err) {
     return absl::InvalidArgumentError(absl::StrCat(
         "cannot read input file '", path, "': ", std::strerror(err)));
+  };
+  if (fd < 0) return cannot_read(errno);
+  // Map the file rather than read it, so parsing copies the data once,
+  // straight into the tensor, without a second in-memory copy.
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return cannot_read(err);
   }
-  return ParseNpy(bytes, path);
+  if (!S_ISREG(st.st_mode) || st.st_size == 0) {
+    std::string bytes;
+    const int err = ReadAll(fd, bytes);
+    ::close(fd);
+    if (err != 0) return cannot_read(err);
+    return ParseNpy(bytes, path);
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_err = errno;
+  ::close(fd);
+  if (map == MAP_FAILED) return cannot_read(map_err);
+  absl::StatusOr<Tensor> t =
+      ParseNpy(absl::string_view(static_cast<const char*>(map), size), path);
+  ::munmap(map, size);
+  return t;
 }
 
 std::string SerializeNpy(const Tensor& tensor) {
