@@ -202,6 +202,11 @@ Signature& Signature::SameDType() {
   return *this;
 }
 
+Signature& Signature::Collective(std::string op) {
+  proto_.set_collective(std::move(op));
+  return *this;
+}
+
 Signature& Signature::Doc(std::string doc) {
   proto_.set_doc(std::move(doc));
   return *this;

@@ -44,6 +44,8 @@ class Signature {
   Signature& DTypes(std::vector<DType> dtypes);
   Signature& SameDType();
   Signature& Doc(std::string doc);
+  // The jax.lax collective the function performs (see common.proto).
+  Signature& Collective(std::string op);
   const v1::FunctionSignature& proto() const { return proto_; }
 
  private:

@@ -79,12 +79,27 @@ absl::Status Abandon(ShardChannel& ch, absl::Status why) {
   return why;
 }
 
+// What every device's ShardJob shares, and what differs per device.
+struct JobHeader {
+  const std::vector<WorkerPool::Worker>* workers;
+  const std::vector<uint64_t>* tickets;
+  absl::Duration collective_timeout;
+};
+
 absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
                                        const JobPlan& plan, int64_t d,
+                                       const JobHeader& common,
                                        const std::vector<Tensor>& inputs,
                                        ShardChannel& ch) {
   v1::ShardRequest request;
   v1::ShardJob* job = request.mutable_job();
+  for (const WorkerPool::Worker& w : *common.workers) {
+    job->add_device_addresses(w.address);
+  }
+  job->set_ticket((*common.tickets)[d]);
+  job->set_worker_id((*common.workers)[d].id);
+  job->set_collective_timeout_ms(
+      absl::ToInt64Milliseconds(common.collective_timeout));
   job->set_job_id(job_id);
   job->set_function(plan.function.name());
   *job->mutable_mesh() = MeshToProto(plan.mesh);
@@ -175,6 +190,18 @@ std::string AxesList(const std::vector<std::string>& axes) {
 
 }  // namespace
 
+std::vector<uint64_t> JobRunner::IssueTickets(
+    const std::vector<WorkerPool::Worker>& workers) {
+  // All of a job's tickets are issued under one lock, so every pair of
+  // jobs is ordered the same way on every worker they share.
+  absl::MutexLock lock(&tickets_mu_);
+  std::vector<uint64_t> tickets;
+  for (const WorkerPool::Worker& w : workers) {
+    tickets.push_back(next_ticket_[w.id]++);
+  }
+  return tickets;
+}
+
 absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
     const std::string& job_id, const JobPlan& plan, std::vector<Tensor> inputs,
     const std::vector<WorkerPool::Worker>& workers, absl::Time deadline) {
@@ -182,6 +209,8 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
   std::vector<absl::StatusOr<DeviceResult>> results;
   for (int64_t d = 0; d < n; ++d)
     results.emplace_back(absl::UnknownError("not run"));
+  const std::vector<uint64_t> tickets = IssueTickets(workers);
+  const JobHeader header{&workers, &tickets, options_.collective_timeout};
   JobAbort abort(n);
   // Set by this thread when a worker stops being live mid-job.
   std::vector<absl::Status> lost(n);
@@ -195,7 +224,7 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
         std::unique_ptr<ShardChannel> ch =
             connector_->Open(workers[d].address, deadline);
         abort.Attach(d, ch.get());
-        results[d] = RunDevice(job_id, plan, d, inputs, *ch);
+        results[d] = RunDevice(job_id, plan, d, header, inputs, *ch);
         abort.Detach(d);
         if (!results[d].ok()) abort.Abort();
         absl::MutexLock lock(&done_mu);
@@ -233,6 +262,7 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
   // Report the root cause: a device's own error, not the CANCELLED its
   // failure caused on the others.
   std::optional<absl::Status> first;
+  int64_t first_device = -1;
   for (int64_t d = 0; d < n; ++d) {
     if (results[d].ok()) continue;
     const absl::Status s =
@@ -240,9 +270,25 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
     if (!first.has_value() || (first->code() == absl::StatusCode::kCancelled &&
                                s.code() != absl::StatusCode::kCancelled)) {
       first = s;
+      first_device = d;
     }
   }
-  if (first.has_value()) return *first;
+  if (first.has_value()) {
+    // A lost worker's own stream says only that it is gone; a peer that was
+    // waiting on it in a collective says where. Report both.
+    if (first->code() == absl::StatusCode::kUnavailable) {
+      for (int64_t d = 0; d < n; ++d) {
+        if (d == first_device || results[d].ok() ||
+            results[d].status().code() == absl::StatusCode::kCancelled) {
+          continue;
+        }
+        return absl::UnavailableError(
+            absl::StrCat(first->message(), "; device ", d,
+                         " saw: ", results[d].status().message()));
+      }
+    }
+    return *first;
+  }
 
   const std::string fn = plan.function.name();
   std::vector<Tensor> outputs;

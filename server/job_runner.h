@@ -10,10 +10,12 @@
 #define SHARDMAP_SERVER_JOB_RUNNER_H_
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/tensor.h"
 #include "server/planner.h"
@@ -34,6 +36,9 @@ class JobRunner {
     // catches a worker that is stopped (SIGSTOP) or cut off mid-job.
     absl::Duration liveness_poll = absl::Milliseconds(100);
     std::function<absl::Status(const WorkerPool::Worker&)> check_live;
+    // The longest a collective waits for one peer message (0: the
+    // workers' default).
+    absl::Duration collective_timeout = absl::ZeroDuration();
   };
   JobRunner(const Options& options, WorkerConnector* connector)
       : options_(options), connector_(connector) {}
@@ -49,8 +54,14 @@ class JobRunner {
       const std::vector<WorkerPool::Worker>& workers, absl::Time deadline);
 
  private:
+  // Hands out each worker's next job tickets; see worker/job_sequencer.h.
+  std::vector<uint64_t> IssueTickets(
+      const std::vector<WorkerPool::Worker>& workers);
+
   const Options options_;
   WorkerConnector* const connector_;  // Not owned.
+  absl::Mutex tickets_mu_;
+  std::map<std::string, uint64_t> next_ticket_ ABSL_GUARDED_BY(tickets_mu_);
 };
 
 }  // namespace shardmap

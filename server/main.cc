@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:7070";
   double heartbeat_timeout = 3.0;
   double max_job_seconds = 600;
+  double collective_timeout = 30;
   std::string log_level = "info";
   app.add_option("--listen", listen,
                  "HOST:PORT to serve on; port 0 = any free port")
@@ -31,6 +32,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-job-seconds", max_job_seconds,
                  "deadline of a job whose client set none (or a later one)")
+      ->capture_default_str();
+  app.add_option("--collective-timeout", collective_timeout,
+                 "seconds a collective may wait for one peer message before "
+                 "its job fails with DEADLINE_EXCEEDED")
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
@@ -50,6 +55,7 @@ int main(int argc, char** argv) {
   runner_options.check_live = [&pool](const WorkerPool::Worker& w) {
     return pool.CheckLive(w.id);
   };
+  runner_options.collective_timeout = absl::Seconds(collective_timeout);
   JobRunner runner(runner_options, &connector);
   DeadlineWatchdog watchdog;
   CoordinatorService::Options service_options;

@@ -1,6 +1,7 @@
 #include "server/planner.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/collective_rules.h"
 #include "core/signature.h"
 #include "core/status_util.h"
 
@@ -129,6 +130,10 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
   SHARD_ASSIGN_OR_RETURN(nlohmann::json resolved,
                          CheckCall(plan.function, dtypes, kwargs));
   plan.kwargs_json = resolved.dump();
+  std::vector<Shape> blocks;
+  for (const ArgPlan& a : plan.args) blocks.push_back(a.layout.block_shape());
+  SHARD_RETURN_IF_ERROR(CheckCollectiveCall(fn, plan.function.collective(),
+                                            plan.mesh, blocks, resolved));
 
   return plan;
 }

@@ -21,11 +21,17 @@
 
 namespace shardmap {
 
-// What a kernel knows about where it runs. Collectives join here later.
+class Communicator;
+
+// What a kernel knows about where it runs, and how it reaches the other
+// devices of its job.
 struct CallContext {
   const Mesh* mesh = nullptr;  // Not owned.
   int64_t device_id = 0;
   std::vector<int64_t> coords;  // the device's mesh coordinates
+  // The job's collectives; null when the job runs without peers (a kernel
+  // that needs it then fails with FAILED_PRECONDITION). Not owned.
+  Communicator* comm = nullptr;
 };
 
 // A kernel gets its blocks (it may consume them) and the keyword arguments
@@ -52,8 +58,12 @@ class FunctionRegistry {
   std::map<std::string, FunctionDef> functions_;
 };
 
-// Registers identity, add, mul, scale, relu, matmul, sum.
+// Registers identity, add, mul, scale, relu, matmul, sum, and the
+// functions with collectives: psum, pmean, pmax, pmin, all_gather,
+// psum_scatter, ppermute, all_to_all, axis_index, matmul_psum, mlp_tp,
+// global_sum.
 void RegisterBuiltins(FunctionRegistry& registry);
+void RegisterCollectiveBuiltins(FunctionRegistry& registry);
 
 }  // namespace shardmap
 

@@ -7,13 +7,24 @@
 #include <CLI/CLI.hpp>
 #include <csignal>
 #include <iostream>
+#include <random>
 
 #include "core/channel.h"
 #include "core/signals.h"
 #include "worker/coordinator_link.h"
 #include "worker/function_registry.h"
+#include "worker/grpc_peer_transport.h"
+#include "worker/job_sequencer.h"
+#include "worker/peer_service.h"
 #include "worker/shard_executor.h"
 #include "worker/worker_service.h"
+
+namespace {
+uint64_t NewIncarnation() {
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32) ^ rd();
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace shardmap;
@@ -30,6 +41,11 @@ int main(int argc, char** argv) {
   app.add_option("--advertise", advertise,
                  "HOST:PORT others dial to reach this worker (default: the "
                  "listen host and the bound port)");
+  double collective_timeout = 30;
+  app.add_option("--collective-timeout", collective_timeout,
+                 "seconds a collective waits for one peer message before the "
+                 "job fails with DEADLINE_EXCEEDED")
+      ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -39,21 +55,38 @@ int main(int argc, char** argv) {
 
   FunctionRegistry registry;
   RegisterBuiltins(registry);
+  RegisterCollectiveBuiltins(registry);
   ShardExecutor executor(&registry);
-  WorkerService service(WorkerService::Options{}, &executor);
+  JobSequencer sequencer(JobSequencer::Options{});
+
+  // The peer network needs our advertised address, known only once the
+  // port is bound; the Peer service and the Worker service share the
+  // server, so it is built first and the network attached after.
+  std::unique_ptr<PeerNetwork> network;
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
   ConfigureServerBuilder(builder);
+  PeerNetwork::Options network_options;
+  network_options.incarnation = NewIncarnation();
+  // Filled in below, before any job can arrive: the coordinator learns of
+  // this worker only after registration, which happens after the bind.
+  network = std::make_unique<PeerNetwork>(network_options);
+  PeerService peer_service(network->inbox());
+  WorkerService::Options service_options;
+  service_options.collective_timeout = absl::Seconds(collective_timeout);
+  WorkerService service(service_options, &executor, network.get(), &sequencer);
   builder.RegisterService(&service);
+  builder.RegisterService(&peer_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     std::cerr << "error: UNAVAILABLE: cannot listen on " << listen << "\n";
     return 69;
   }
   if (advertise.empty()) advertise = ReplacePort(listen, port);
+  network->set_my_address(advertise);
   std::cout << "shardmap-worker listening on " << advertise << std::endl;
 
   CoordinatorLink::Options link_options;
@@ -69,5 +102,6 @@ int main(int argc, char** argv) {
   spdlog::info("signal {}: shutting down", sig);
   link->reset();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  network.reset();
   return 0;
 }

@@ -6,7 +6,8 @@
 
 namespace shardmap {
 
-absl::StatusOr<std::vector<Tensor>> ShardExecutor::Run(ShardCall call) const {
+absl::StatusOr<std::vector<Tensor>> ShardExecutor::Run(
+    ShardCall call, Communicator* comm) const {
   SHARD_ASSIGN_OR_RETURN(const FunctionDef* def,
                          registry_->Find(call.function));
   SHARD_ASSIGN_OR_RETURN(nlohmann::json kwargs, ParseKwargs(call.kwargs_json));
@@ -23,6 +24,7 @@ absl::StatusOr<std::vector<Tensor>> ShardExecutor::Run(ShardCall call) const {
   ctx.mesh = &call.mesh;
   ctx.device_id = call.device_id;
   ctx.coords = call.mesh.Coords(call.device_id);
+  ctx.comm = comm;
   absl::StatusOr<std::vector<Tensor>> outputs;
   try {
     outputs = def->kernel(ctx, call.args, resolved);

@@ -32,7 +32,9 @@ class ShardExecutor {
   // Errors: NOT_FOUND (unknown function), INVALID_ARGUMENT (the call does
   // not fit the signature, or the kernel rejects the shapes), and whatever
   // the kernel returns. The device id is in every message.
-  absl::StatusOr<std::vector<Tensor>> Run(ShardCall call) const;
+  // `comm` gives the kernel its collectives; null for a job without peers.
+  absl::StatusOr<std::vector<Tensor>> Run(ShardCall call,
+                                          Communicator* comm = nullptr) const;
 
  private:
   const FunctionRegistry* const registry_;  // Not owned.

@@ -1,6 +1,9 @@
 // gRPC glue for the Worker service: receives one device's job (header, then
-// argument chunks), runs it through the ShardExecutor, and streams back the
-// output headers, digests and the chunks the coordinator asked for.
+// argument chunks), waits for its turn (JobSequencer), runs it through the
+// ShardExecutor with a communicator over the peer transport, and streams
+// back the output headers, digests and the chunks the coordinator asked
+// for. A cancelled call (the coordinator aborts the job) releases any
+// collective the job is waiting in.
 //
 // Thread-safe: each RunShard call is independent.
 #ifndef SHARDMAP_WORKER_WORKER_SERVICE_H_
@@ -9,6 +12,8 @@
 #include <cstdint>
 
 #include "shardmap/v1/worker.grpc.pb.h"
+#include "worker/grpc_peer_transport.h"
+#include "worker/job_sequencer.h"
 #include "worker/shard_executor.h"
 
 namespace shardmap {
@@ -18,9 +23,16 @@ class WorkerService final : public v1::Worker::Service {
   struct Options {
     // Largest total of argument bytes one job may bring to this worker.
     uint64_t max_job_bytes = uint64_t{16} << 30;
+    // Longest wait for one peer message when the job does not say.
+    absl::Duration collective_timeout = absl::Seconds(30);
   };
-  WorkerService(const Options& options, const ShardExecutor* executor)
-      : options_(options), executor_(executor) {}
+  // `network` may be null: jobs then run without collectives.
+  WorkerService(const Options& options, const ShardExecutor* executor,
+                PeerNetwork* network, JobSequencer* sequencer)
+      : options_(options),
+        executor_(executor),
+        network_(network),
+        sequencer_(sequencer) {}
 
   grpc::Status RunShard(
       grpc::ServerContext* context,
@@ -30,6 +42,8 @@ class WorkerService final : public v1::Worker::Service {
  private:
   const Options options_;
   const ShardExecutor* const executor_;  // Not owned.
+  PeerNetwork* const network_;           // Not owned.
+  JobSequencer* const sequencer_;        // Not owned.
 };
 
 }  // namespace shardmap

@@ -34,17 +34,25 @@ TestCluster::TestCluster(const Options& options) {
   for (int i = 0; i < options.num_workers; ++i) {
     auto w = std::make_unique<Worker>();
     RegisterBuiltins(w->registry);
+    RegisterCollectiveBuiltins(w->registry);
     w->executor = std::make_unique<ShardExecutor>(&w->registry);
-    w->service = std::make_unique<WorkerService>(WorkerService::Options{},
-                                                 w->executor.get());
+    w->network = std::make_unique<PeerNetwork>(
+        PeerNetwork::Options{"", static_cast<uint64_t>(i + 1)});
+    w->peer_service = std::make_unique<PeerService>(w->network->inbox());
+    w->sequencer = std::make_unique<JobSequencer>(JobSequencer::Options{});
+    w->service = std::make_unique<WorkerService>(
+        WorkerService::Options{}, w->executor.get(), w->network.get(),
+        w->sequencer.get());
     grpc::ServerBuilder wb;
     int wport = 0;
     wb.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
                         &wport);
     ConfigureServerBuilder(wb);
     wb.RegisterService(w->service.get());
+    wb.RegisterService(w->peer_service.get());
     w->server = wb.BuildAndStart();
     w->address = "127.0.0.1:" + std::to_string(wport);
+    w->network->set_my_address(w->address);
     CoordinatorLink::Options link;
     link.coordinator = address_;
     link.advertise = w->address;
@@ -62,12 +70,14 @@ void TestCluster::KillWorker(int i) {
   Worker& w = *workers_[i];
   w.link.reset();
   w.server->Shutdown(std::chrono::system_clock::now());
+  w.network.reset();
 }
 
 TestCluster::~TestCluster() {
   for (auto& w : workers_) {
     w->link.reset();
     w->server->Shutdown(std::chrono::system_clock::now());
+    w->network.reset();
   }
   server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
 }

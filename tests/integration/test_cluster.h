@@ -17,6 +17,9 @@
 #include "server/grpc_worker_connector.h"
 #include "worker/coordinator_link.h"
 #include "worker/function_registry.h"
+#include "worker/grpc_peer_transport.h"
+#include "worker/job_sequencer.h"
+#include "worker/peer_service.h"
 #include "worker/shard_executor.h"
 #include "worker/worker_service.h"
 
@@ -42,6 +45,9 @@ class TestCluster {
   struct Worker {
     FunctionRegistry registry;
     std::unique_ptr<ShardExecutor> executor;
+    std::unique_ptr<PeerNetwork> network;
+    std::unique_ptr<PeerService> peer_service;
+    std::unique_ptr<JobSequencer> sequencer;
     std::unique_ptr<WorkerService> service;
     std::unique_ptr<grpc::Server> server;
     std::unique_ptr<CoordinatorLink> link;

@@ -54,8 +54,10 @@ class Cluster:
         for p, _ in self.workers:
             p.kill()
             p.wait()
+            p.stdout.close()
         self.coordinator.terminate()
         self.coordinator.wait(timeout=10)
+        self.coordinator.stdout.close()
 
 
 class FaultTest(unittest.TestCase):

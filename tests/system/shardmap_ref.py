@@ -130,3 +130,103 @@ def reference(fn, kwargs):
         keep = kwargs.get("keepdims", False)
         return lambda x: np.sum(x, axis=axis, keepdims=keep).astype(x.dtype)
     return FUNCTIONS[fn]
+
+
+# --- Collectives, simulated over every device's block at once -----------
+#
+# `blocks` is the list of every device's array, in device order; each
+# function returns the list of every device's result, per jax.lax.
+
+def group_of(mesh, coords, axes):
+    """Devices sharing coords on the other axes, in group-rank order
+    (row-major over `axes` as given), and this device's rank."""
+    names = [n for n, _ in mesh]
+    sizes = dict(mesh)
+    members = []
+    for idx in itertools.product(*[range(sizes[a]) for a in axes]):
+        c = list(coords)
+        for a, i in zip(axes, idx):
+            c[names.index(a)] = i
+        members.append(devices(mesh).index(tuple(c)))
+    rank = 0
+    for a in axes:
+        rank = rank * sizes[a] + coords[names.index(a)]
+    return members, rank
+
+
+def per_device(mesh, axes, blocks, fn):
+    out = []
+    for coords in devices(mesh):
+        members, rank = group_of(mesh, coords, axes)
+        out.append(fn([blocks[m] for m in members], rank))
+    return out
+
+
+def c_psum(mesh, axes, blocks):
+    return per_device(mesh, axes, blocks, lambda g, r: sum(g[1:], g[0].copy()))
+
+
+def c_pmax(mesh, axes, blocks):
+    return per_device(mesh, axes, blocks, lambda g, r: np.max(np.stack(g), 0))
+
+
+def c_pmin(mesh, axes, blocks):
+    return per_device(mesh, axes, blocks, lambda g, r: np.min(np.stack(g), 0))
+
+
+def c_pmean(mesh, axes, blocks):
+    def mean(g, r):
+        s = sum(g[1:], g[0].copy())
+        if np.issubdtype(s.dtype, np.integer):
+            return (s.astype(np.float32) / np.float32(len(g))).astype(np.float32)
+        return s / s.dtype.type(len(g))
+    return per_device(mesh, axes, blocks, mean)
+
+
+def c_all_gather(mesh, axes, blocks, axis=0, tiled=False):
+    if tiled:
+        return per_device(mesh, axes, blocks,
+                          lambda g, r: np.concatenate(g, axis=axis))
+    return per_device(mesh, axes, blocks, lambda g, r: np.stack(g, axis=axis))
+
+
+def c_psum_scatter(mesh, axes, blocks, scatter_dimension=0, tiled=False):
+    def scatter(g, r):
+        total = sum(g[1:], g[0].copy())
+        parts = np.split(total, len(g), axis=scatter_dimension)
+        part = parts[r]
+        return part if tiled else np.squeeze(part, axis=scatter_dimension)
+    return per_device(mesh, axes, blocks, scatter)
+
+
+def c_ppermute(mesh, axes, blocks, perm):
+    def permute(g, r):
+        for src, dst in perm:
+            if dst == r:
+                return g[src].copy()
+        return np.zeros_like(g[r])
+    return per_device(mesh, axes, blocks, permute)
+
+
+def c_all_to_all(mesh, axes, blocks, split_axis, concat_axis, tiled=False):
+    def exchange(g, r):
+        n = len(g)
+        chunks = [np.split(x, n, axis=split_axis)[r] for x in g]
+        if tiled:
+            return np.concatenate(chunks, axis=concat_axis)
+        chunks = [np.squeeze(c, axis=split_axis) for c in chunks]
+        return np.stack(chunks, axis=concat_axis)
+    return per_device(mesh, axes, blocks, exchange)
+
+
+def c_axis_index(mesh, axes, blocks):
+    return per_device(mesh, axes, blocks,
+                      lambda g, r: np.array([r], dtype=np.int32))
+
+
+def shard_map_collective(collective, mesh, in_spec, out_spec, x, **kw):
+    """shard_map(lambda b: collective(b, **kw), in_specs=in_spec,
+    out_specs=out_spec)(x), for the collectives above."""
+    blocks = [split(x, mesh, in_spec, c) for c in devices(mesh)]
+    return assemble(collective(mesh, kw.pop("axes"), blocks, **kw), mesh,
+                    out_spec)

@@ -1,0 +1,339 @@
+"""Collectives end to end: real coordinator and worker processes on
+127.0.0.1, every built-in collective over 1, 2 and 3 axes of a 2x2x2 mesh
+(tuples in both orders), checked against the numpy simulation in
+shardmap_ref.py; the composites against plain numpy matmuls; concurrent
+clients; a worker killed in the middle of a psum.
+
+Environment: SHARDMAP_BIN_DIR = directory of the binaries.
+"""
+import concurrent.futures
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import shardmap_ref as ref  # noqa: E402
+
+BIN = os.environ.get(
+    "SHARDMAP_BIN_DIR",
+    os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin"))
+SHARDCTL = os.path.join(BIN, "shardctl")
+MESH = "x=2,y=2,z=2"
+ALL = "P(('x', 'y', 'z'))"
+AXES = [["x"], ["y"], ["z"], ["x", "y"], ["y", "x"], ["z", "x"],
+        ["x", "y", "z"], ["z", "y", "x"]]
+RNG = np.random.default_rng(7)
+
+CLUSTER = None
+ADDRESS = None
+TMP = None
+_count = [0]
+
+
+def setUpModule():
+    global CLUSTER, ADDRESS, TMP
+    TMP = tempfile.TemporaryDirectory(prefix="shardmap-coll-test-")
+    CLUSTER = subprocess.Popen(
+        [SHARDCTL, "up", "--workers", "8", "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    ADDRESS = CLUSTER.stdout.readline().strip()
+    if not ADDRESS:
+        raise RuntimeError("shardctl up did not print an address")
+
+
+def tearDownModule():
+    CLUSTER.terminate()
+    try:
+        CLUSTER.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        CLUSTER.kill()
+    TMP.cleanup()
+
+
+def path(kind):
+    _count[0] += 1
+    return os.path.join(TMP.name, f"{kind}{_count[0]}.npy")
+
+
+def run(fn, args, in_specs, out_spec, kwargs, mesh=MESH, address=None,
+        timeout=120):
+    cmd = [SHARDCTL, "run", "--coordinator", address or ADDRESS, "--mesh",
+           mesh, "--fn", fn, "--kwargs", json.dumps(kwargs)]
+    for a in args:
+        p = path("in")
+        np.save(p, a)
+        cmd += ["--arg", p]
+    for s in in_specs:
+        cmd += ["--in-spec", s]
+    out = path("out")
+    cmd += ["--out", out, "--out-spec", out_spec]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    return p.returncode, (np.load(out) if p.returncode == 0 else None), p.stderr
+
+
+def rand(shape, dtype):
+    if np.issubdtype(dtype, np.integer):
+        return RNG.integers(-20, 20, size=shape).astype(dtype)
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def size(axes):
+    return 2 ** len(axes)
+
+
+class CollectivesTest(unittest.TestCase):
+
+    def check(self, fn, collective, x, kwargs, in_spec=ALL, out_spec=ALL,
+              mesh=MESH):
+        code, got, err = run(fn, [x], [in_spec], out_spec, kwargs, mesh)
+        self.assertEqual(code, 0, f"{fn} {kwargs}: {err}")
+        kw = dict(kwargs)
+        want = ref.shard_map_collective(
+            collective, ref.parse_mesh(mesh), ref.parse_spec(in_spec),
+            ref.parse_spec(out_spec), x, **kw)
+        self.assertEqual(got.shape, want.shape, f"{fn} {kwargs}")
+        self.assertEqual(got.dtype, want.dtype, f"{fn} {kwargs}")
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5,
+                                   err_msg=f"{fn} {kwargs}")
+
+    def test_reductions(self):
+        for axes in AXES:
+            for dtype in (np.float32, np.int32):
+                x = rand((32, 5), dtype)
+                with self.subTest(axes=axes, dtype=dtype):
+                    self.check("psum", ref.c_psum, x, {"axes": axes})
+                    self.check("pmax", ref.c_pmax, x, {"axes": axes})
+                    self.check("pmin", ref.c_pmin, x, {"axes": axes})
+                    self.check("pmean", ref.c_pmean, x, {"axes": axes})
+
+    def test_psum_of_replicated_value_counts_every_copy(self):
+        x = rand((4, 3), np.float64)
+        # Replicated over everything: psum over all axes is 8 * x.
+        code, got, err = run("psum", [x], ["P()"], "P()",
+                             {"axes": ["x", "y", "z"]})
+        self.assertEqual(code, 0, err)
+        np.testing.assert_allclose(got, 8 * x)
+
+    def test_all_gather(self):
+        for axes in AXES:
+            x = rand((32, 6), np.float64)
+            for axis, tiled in ((0, False), (1, True), (-1, False), (0, True)):
+                with self.subTest(axes=axes, axis=axis, tiled=tiled):
+                    self.check("all_gather", ref.c_all_gather, x,
+                               {"axes": axes, "axis": axis, "tiled": tiled})
+
+    def test_psum_scatter(self):
+        for axes in AXES:
+            n = size(axes)
+            with self.subTest(axes=axes, tiled=True):
+                self.check("psum_scatter", ref.c_psum_scatter,
+                           rand((64, 3), np.float32),
+                           {"axes": axes, "scatter_dimension": 0,
+                            "tiled": True})
+                self.check("psum_scatter", ref.c_psum_scatter,
+                           rand((8, 16), np.int64),
+                           {"axes": axes, "scatter_dimension": 1,
+                            "tiled": True})
+            with self.subTest(axes=axes, tiled=False):
+                self.check("psum_scatter", ref.c_psum_scatter,
+                           rand((8 * n, 3), np.float32),
+                           {"axes": axes, "scatter_dimension": 0})
+
+    def test_ppermute(self):
+        for axes in AXES:
+            n = size(axes)
+            x = rand((16, 3), np.float32)
+            shift = [[i, (i + 1) % n] for i in range(n)]
+            with self.subTest(axes=axes, perm="shift"):
+                self.check("ppermute", ref.c_ppermute, x,
+                           {"axes": axes, "perm": shift})
+            with self.subTest(axes=axes, perm="partial"):
+                self.check("ppermute", ref.c_ppermute, x,
+                           {"axes": axes, "perm": [[0, n - 1]]})
+
+    def test_all_to_all(self):
+        for axes in AXES:
+            n = size(axes)
+            with self.subTest(axes=axes, tiled=True):
+                self.check("all_to_all", ref.c_all_to_all,
+                           rand((64, 8), np.float32),
+                           {"axes": axes, "split_axis": 0, "concat_axis": 1,
+                            "tiled": True})
+            with self.subTest(axes=axes, tiled=False):
+                self.check("all_to_all", ref.c_all_to_all,
+                           rand((8 * n, 3), np.int32),
+                           {"axes": axes, "split_axis": 0, "concat_axis": 1})
+
+    def test_axis_index(self):
+        for axes in AXES:
+            with self.subTest(axes=axes):
+                code, got, err = run("axis_index", [], [], ALL, {"axes": axes})
+                self.assertEqual(code, 0, err)
+                want = ref.assemble(
+                    ref.c_axis_index(ref.parse_mesh(MESH), axes,
+                                     [None] * 8),
+                    ref.parse_mesh(MESH), ref.parse_spec(ALL))
+                np.testing.assert_array_equal(got, want)
+
+    def test_matmul_psum_is_a_sharded_contraction(self):
+        x, w = rand((6, 16), np.float64), rand((16, 5), np.float64)
+        code, got, err = run("matmul_psum", [x, w],
+                             ["P(None, 'model')", "P('model', None)"], "P()",
+                             {"axes": "model"}, mesh="model=4")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_allclose(got, x @ w, rtol=1e-12)
+
+    def test_mlp_tp_matches_numpy(self):
+        x = rand((4, 8), np.float32)
+        w1, w2 = rand((8, 16), np.float32), rand((16, 3), np.float32)
+        code, got, err = run("mlp_tp", [x, w1, w2],
+                             ["P()", "P(None, 'model')", "P('model', None)"],
+                             "P()", {"axes": "model"}, mesh="data=2,model=4")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_allclose(got, np.maximum(x @ w1, 0) @ w2,
+                                   rtol=1e-5, atol=1e-5)
+
+    def test_global_sum(self):
+        x = rand((16, 4), np.int64)
+        code, got, err = run("global_sum", [x], ["P('x', 'y')"], "P()",
+                             {"axes": ["x", "y"]}, mesh="x=4,y=2")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(got, [x.sum()])
+
+    def test_sixteen_concurrent_clients(self):
+        def job(i):
+            x = rand((16, 4), np.float32)
+            axes = AXES[i % len(AXES)]
+            fn = ["psum", "all_gather", "ppermute"][i % 3]
+            kwargs = {"axes": axes}
+            collective = ref.c_psum
+            if fn == "all_gather":
+                collective = ref.c_all_gather
+            elif fn == "ppermute":
+                collective = ref.c_ppermute
+                kwargs["perm"] = [[k, (k + 1) % size(axes)]
+                                  for k in range(size(axes))]
+            code, got, err = run(fn, [x], [ALL], ALL, kwargs)
+            want = ref.shard_map_collective(
+                collective, ref.parse_mesh(MESH), ref.parse_spec(ALL),
+                ref.parse_spec(ALL), x, **dict(kwargs))
+            return code, err, got, want
+        with concurrent.futures.ThreadPoolExecutor(16) as pool:
+            results = list(pool.map(job, range(32)))
+        for code, err, got, want in results:
+            self.assertEqual(code, 0, err)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+class BadCollectiveTest(unittest.TestCase):
+
+    def expect(self, fn, kwargs, fragments, shape=(16, 4)):
+        code, _, err = run(fn, [np.zeros(shape, np.float32)], [ALL], ALL,
+                           kwargs)
+        self.assertEqual(code, 65, err)
+        self.assertIn("error: INVALID_ARGUMENT:", err)
+        for f in fragments:
+            self.assertIn(f, err)
+
+    def test_errors_before_anything_runs(self):
+        self.expect("psum", {"axes": "q"}, ["unbound axis name: 'q'"])
+        self.expect("psum", {"axes": ["x", "x"]}, ["'x' appears twice"])
+        self.expect("ppermute", {"axes": "x", "perm": [[0, 1], [1, 1]]},
+                    ["sources and destinations must be unique"])
+        self.expect("ppermute", {"axes": "x", "perm": [[0, 2]]},
+                    ["index 2", "outside the group of 2"])
+        self.expect("all_to_all", {"axes": ["x", "y"], "split_axis": 1,
+                                   "concat_axis": 0, "tiled": True},
+                    ["split_axis (3)", "(4)"], shape=(16, 3))
+        self.expect("all_gather", {"axes": "x", "axis": 3},
+                    ["axis 3 is out of range"])
+        self.expect("psum_scatter", {"axes": "x", "scatter_dimension": 5},
+                    ["scatter_dimension 5 is out of range"])
+        self.expect("psum_scatter", {"axes": ["x", "y", "z"], "tiled": True},
+                    ["divisible by shard_count 8"], shape=(24, 4))
+
+
+class WorkerLossTest(unittest.TestCase):
+
+    def test_worker_killed_mid_psum(self):
+        tmp = tempfile.TemporaryDirectory()
+        coordinator = subprocess.Popen(
+            [f"{BIN}/shardmap-coordinator", "--listen", "127.0.0.1:0",
+             "--heartbeat-timeout", "1"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        address = coordinator.stdout.readline().split()[-1]
+        # The victim logs at debug level, so the test can see it enter the
+        # psum and kill it then, while its peers wait on it in the ring.
+        workers = [subprocess.Popen(
+            [f"{BIN}/shardmap-worker", "--coordinator", address, "--listen",
+             "127.0.0.1:0", "--log-level", "debug" if i == 2 else "warn"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if i == 2 else subprocess.DEVNULL,
+            text=True) for i in range(4)]
+        try:
+            worker_addresses = [w.stdout.readline().split()[-1]
+                                for w in workers]
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline:
+                s = subprocess.run([SHARDCTL, "status", "--coordinator",
+                                    address, "--json"], capture_output=True,
+                                   text=True, timeout=30)
+                if s.returncode == 0 and len(json.loads(s.stdout)["workers"]) == 4:
+                    break
+                time.sleep(0.05)
+            big = os.path.join(tmp.name, "big.npy")
+            np.save(big, np.ones((32 << 20,), np.float32))  # 128 MiB
+            t0 = time.monotonic()
+            job = subprocess.Popen(
+                [SHARDCTL, "run", "--coordinator", address, "--mesh", "x=4",
+                 "--fn", "psum", "--arg", big, "--in-spec", "P()",
+                 "--out-spec", "P()", "--kwargs", '{"axes": "x"}',
+                 "--out", os.path.join(tmp.name, "o.npy"), "--timeout", "120"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for line in workers[2].stderr:
+                if "runs psum" in line:
+                    break
+            workers[2].send_signal(signal.SIGKILL)
+            _, err = job.communicate(timeout=120)
+            seconds = time.monotonic() - t0
+            print(f"\n  killed worker -> {err.strip()} ({seconds:.1f} s)",
+                  file=sys.stderr)
+            self.assertEqual(job.returncode, 69, err)
+            self.assertIn("error: UNAVAILABLE:", err)
+            self.assertIn(worker_addresses[2], err)
+            self.assertLess(seconds, 30)
+            # The survivors serve the next job.
+            x = rand((12, 2), np.float32)
+            code, got, err = run("psum", [x], ["P('x')"], "P()",
+                                 {"axes": "x"}, mesh="x=3", address=address)
+            for _ in range(50):
+                if code != 69:
+                    break
+                time.sleep(0.1)  # the pool has not yet dropped the dead worker
+                code, got, err = run("psum", [x], ["P('x')"], "P()",
+                                     {"axes": "x"}, mesh="x=3",
+                                     address=address)
+            self.assertEqual(code, 0, err)
+            np.testing.assert_allclose(got, x.reshape(3, 4, 2).sum(0),
+                                       rtol=1e-5)
+        finally:
+            for w in workers:
+                w.kill()
+                w.wait()
+                w.stdout.close()
+            workers[2].stderr.close()
+            coordinator.terminate()
+            coordinator.wait(timeout=10)
+            coordinator.stdout.close()
+            tmp.cleanup()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

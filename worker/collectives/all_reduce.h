@@ -1,0 +1,38 @@
+// AllReduce: every rank of the group ends with the elementwise reduction
+// (sum, max or min) of all ranks' arrays.
+#ifndef SHARDMAP_WORKER_COLLECTIVES_ALL_REDUCE_H_
+#define SHARDMAP_WORKER_COLLECTIVES_ALL_REDUCE_H_
+
+#include <cstddef>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "worker/collectives/collective_types.h"
+#include "worker/peer_transport.h"
+
+namespace shardmap {
+
+struct AllReduceOptions {
+  GroupView group;
+  CollectiveTag tag;
+  DType dtype = DType::kFloat32;
+  // The array, reduced in place: the same number of bytes on every rank, a
+  // whole number of elements (may be zero).
+  absl::Span<uint8_t> data;
+  ReduceOp op = ReduceOp::kSum;
+  Algorithm algorithm = Algorithm::kAuto;
+  // Arrays of at most this many bytes use recursive doubling (latency
+  // bound); larger ones the ring (bandwidth bound).
+  size_t small_bytes = 64 << 10;
+  // The ring moves each rank's segment in pieces of at most this many
+  // bytes, so sending, receiving and reducing overlap.
+  size_t piece_bytes = 256 << 10;
+};
+
+// INVALID_ARGUMENT for a malformed group or a size that is not a whole
+// number of elements; otherwise the transport's errors.
+absl::Status AllReduce(const AllReduceOptions& options, PeerTransport& transport);
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_WORKER_COLLECTIVES_ALL_REDUCE_H_

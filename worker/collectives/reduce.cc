@@ -1,0 +1,92 @@
+#include "worker/collectives/reduce.h"
+
+#include <cstring>
+#include <type_traits>
+
+#include "worker/functions/dtype_dispatch.h"
+
+namespace shardmap {
+namespace {
+
+// Loads and stores through memcpy: the spans carry no alignment promise,
+// and the compiler turns these into plain (vector) loads and stores.
+template <typename T>
+inline T Load(const uint8_t* p) {
+  T value;
+  std::memcpy(&value, p, sizeof(T));
+  return value;
+}
+
+template <typename T>
+inline void Store(uint8_t* p, T value) {
+  std::memcpy(p, &value, sizeof(T));
+}
+
+// One loop per (type, op) so that each is a straight, branch-free loop the
+// compiler can vectorize. `combine` must be a pure function of (a, b).
+template <typename T, typename Combine>
+void ReduceLoop(uint8_t* __restrict acc, const uint8_t* __restrict in,
+                size_t count, Combine combine) {
+  for (size_t i = 0; i < count; ++i) {
+    const T a = Load<T>(acc + i * sizeof(T));
+    const T b = Load<T>(in + i * sizeof(T));
+    Store<T>(acc + i * sizeof(T), combine(a, b));
+  }
+}
+
+template <typename T>
+void ReduceTyped(ReduceOp op, uint8_t* acc, const uint8_t* in, size_t count) {
+  switch (op) {
+    case ReduceOp::kSum:
+      // Integers add as their unsigned counterparts: the same low bits as
+      // two's complement, with the wrap-around defined.
+      ReduceLoop<T>(acc, in, count, [](T a, T b) {
+        return static_cast<T>(static_cast<Wrapping<T>>(a) +
+                              static_cast<Wrapping<T>>(b));
+      });
+      return;
+    case ReduceOp::kMax:
+      if constexpr (std::is_floating_point_v<T>) {
+        // a != a is NaN; NaN in b falls through to b since a > b is false.
+        ReduceLoop<T>(acc, in, count,
+                      [](T a, T b) { return (a > b || a != a) ? a : b; });
+      } else {
+        ReduceLoop<T>(acc, in, count, [](T a, T b) { return a > b ? a : b; });
+      }
+      return;
+    case ReduceOp::kMin:
+      if constexpr (std::is_floating_point_v<T>) {
+        ReduceLoop<T>(acc, in, count,
+                      [](T a, T b) { return (a < b || a != a) ? a : b; });
+      } else {
+        ReduceLoop<T>(acc, in, count, [](T a, T b) { return a < b ? a : b; });
+      }
+      return;
+  }
+}
+
+}  // namespace
+
+void ReduceInto(DType dtype, ReduceOp op, absl::Span<uint8_t> acc,
+                absl::Span<const uint8_t> in) {
+  const size_t count = acc.size() / ItemSize(dtype);
+  if (count == 0) return;
+  VisitDType(dtype, [&](auto zero) {
+    using T = decltype(zero);
+    ReduceTyped<T>(op, acc.data(), in.data(), count);
+  });
+}
+
+const char* ReduceOpName(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kSum:
+      break;
+  }
+  return "sum";
+}
+
+}  // namespace shardmap

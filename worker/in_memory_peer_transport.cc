@@ -1,0 +1,171 @@
+#include "worker/in_memory_peer_transport.h"
+
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+
+namespace shardmap {
+
+namespace {
+
+// One message waiting in a mailbox: the payload and who sent it as what.
+struct Letter {
+  std::vector<uint8_t> payload;
+  uint64_t fingerprint_hash = 0;
+  std::string fingerprint_text;
+};
+
+// (sender, seq, step): what a Recv asks for.
+using LetterKey = std::tuple<int64_t, uint64_t, uint32_t>;
+
+std::string Describe(int64_t from, const PeerMessage& message) {
+  return absl::StrCat("message (seq ", message.seq, ", step ", message.step,
+                      ") from device ", from);
+}
+
+}  // namespace
+
+// The messages addressed to one device. Send signals `arrived`; every Recv
+// of the device waits on it for its own key.
+struct InMemoryHub::Mailbox {
+  absl::Mutex mu;
+  absl::CondVar arrived;
+  std::map<LetterKey, Letter> letters ABSL_GUARDED_BY(mu);
+  absl::Status aborted ABSL_GUARDED_BY(mu);  // OK until the hub aborts
+};
+
+InMemoryHub::InMemoryHub(int64_t num_devices, absl::Duration recv_timeout)
+    : num_devices_(num_devices), recv_timeout_(recv_timeout) {
+  for (int64_t d = 0; d < num_devices_; ++d) {
+    mailboxes_.push_back(std::make_unique<Mailbox>());
+  }
+}
+
+InMemoryHub::~InMemoryHub() = default;
+
+std::unique_ptr<InMemoryPeerTransport> InMemoryHub::Endpoint(int64_t device) {
+  return std::make_unique<InMemoryPeerTransport>(this, device);
+}
+
+void InMemoryHub::Abort(const absl::Status& status) {
+  const absl::Status reason =
+      status.ok() ? absl::AbortedError("the job was aborted") : status;
+  // One abort at a time, so that every mailbox keeps the same first reason.
+  absl::MutexLock abort_lock(&abort_mu_);
+  for (const std::unique_ptr<Mailbox>& box : mailboxes_) {
+    absl::MutexLock lock(&box->mu);
+    if (box->aborted.ok()) box->aborted = reason;
+    box->arrived.SignalAll();
+  }
+}
+
+size_t InMemoryHub::PendingMessages() const {
+  size_t pending = 0;
+  for (const std::unique_ptr<Mailbox>& box : mailboxes_) {
+    absl::MutexLock lock(&box->mu);
+    pending += box->letters.size();
+  }
+  return pending;
+}
+
+absl::Status InMemoryHub::Send(int64_t from, int64_t to,
+                               const PeerMessage& message,
+                               absl::Span<const uint8_t> data) {
+  if (from < 0 || from >= num_devices_ || to < 0 || to >= num_devices_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device ", from, " sends to device ", to,
+                     ": the mesh has devices 0 to ", num_devices_ - 1));
+  }
+  if (message.fingerprint == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "PeerMessage.fingerprint is not set on the ", Describe(from, message)));
+  }
+  // Copy outside the lock: the receiver may be busy with other messages.
+  Letter letter{std::vector<uint8_t>(data.begin(), data.end()),
+                message.fingerprint->hash, message.fingerprint->text};
+  Mailbox& box = *mailboxes_[to];
+  absl::MutexLock lock(&box.mu);
+  if (!box.aborted.ok()) return box.aborted;
+  const auto [it, inserted] = box.letters.emplace(
+      LetterKey(from, message.seq, message.step), std::move(letter));
+  if (!inserted) {
+    return absl::InternalError(absl::StrCat(
+        "device ", to, " already holds an unreceived ", Describe(from, message),
+        " of collective '", it->second.fingerprint_text, "'"));
+  }
+  box.arrived.SignalAll();
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryHub::Recv(int64_t to, int64_t from,
+                               const PeerMessage& message,
+                               absl::Span<uint8_t> out) {
+  if (from < 0 || from >= num_devices_ || to < 0 || to >= num_devices_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device ", to, " receives from device ", from,
+                     ": the mesh has devices 0 to ", num_devices_ - 1));
+  }
+  if (message.fingerprint == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("PeerMessage.fingerprint is not set for the ",
+                     Describe(from, message), " to device ", to));
+  }
+  const Fingerprint& expected = *message.fingerprint;
+  const absl::Time deadline = absl::Now() + recv_timeout_;
+  Letter letter;
+  {
+    Mailbox& box = *mailboxes_[to];
+    absl::MutexLock lock(&box.mu);
+    const LetterKey key(from, message.seq, message.step);
+    for (;;) {
+      if (!box.aborted.ok()) return box.aborted;
+      auto it = box.letters.find(key);
+      if (it != box.letters.end()) {
+        letter = std::move(it->second);
+        box.letters.erase(it);
+        break;
+      }
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat(
+            "device ", to, " waited ", absl::FormatDuration(recv_timeout_),
+            " for the ", Describe(from, message), " of collective '",
+            expected.text, "'; it never arrived"));
+      }
+      box.arrived.WaitWithDeadline(&box.mu, deadline);
+    }
+  }
+  if (letter.fingerprint_hash != expected.hash) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "collective mismatch: device ", from, " sent '",
+        letter.fingerprint_text, "' but device ", to, " expects '",
+        expected.text, "' (seq ", message.seq, ", step ", message.step, ")"));
+  }
+  if (letter.payload.size() != out.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the ", Describe(from, message), " of collective '", expected.text,
+        "' has ", letter.payload.size(), " bytes but device ", to, " expects ",
+        out.size(), " bytes"));
+  }
+  if (!out.empty()) std::memcpy(out.data(), letter.payload.data(), out.size());
+  return absl::OkStatus();
+}
+
+absl::Status InMemoryPeerTransport::Send(int64_t to, const PeerMessage& message,
+                                         absl::Span<const uint8_t> data) {
+  return hub_->Send(device_, to, message, data);
+}
+
+absl::Status InMemoryPeerTransport::Recv(int64_t from,
+                                         const PeerMessage& message,
+                                         absl::Span<uint8_t> out) {
+  return hub_->Recv(device_, from, message, out);
+}
+
+}  // namespace shardmap

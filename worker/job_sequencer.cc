@@ -1,0 +1,71 @@
+#include "worker/job_sequencer.h"
+
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardmap {
+namespace {
+constexpr absl::Duration kPoll = absl::Milliseconds(20);
+}  // namespace
+
+absl::Status JobSequencer::Enter(const std::string& worker_id, uint64_t ticket,
+                                 absl::Time deadline,
+                                 const std::function<bool()>& cancelled) {
+  absl::MutexLock lock(&mu_);
+  if (worker_id != worker_id_) {
+    spdlog::info("job order restarts for worker id {}", worker_id);
+    worker_id_ = worker_id;
+    next_ = 0;
+    arrived_.clear();
+    last_progress_ = absl::Now();
+  }
+  if (ticket < next_) {
+    return absl::AbortedError(
+        absl::StrCat("job ticket ", ticket,
+                     " arrived after its turn had passed (the "
+                     "worker waited ",
+                     absl::FormatDuration(options_.gap_timeout),
+                     " for it and went on); the job was already failing"));
+  }
+  arrived_.insert(ticket);
+  while (next_ != ticket) {
+    const absl::Time now = absl::Now();
+    if (cancelled()) {
+      arrived_.erase(ticket);
+      return absl::CancelledError(
+          "the job was cancelled while waiting its turn");
+    }
+    if (now >= deadline) {
+      arrived_.erase(ticket);
+      return absl::DeadlineExceededError(
+          absl::StrCat("the job's deadline passed while it waited for ",
+                       ticket - next_, " earlier job(s) on this worker"));
+    }
+    if (arrived_.count(next_) == 0 &&
+        now - last_progress_ > options_.gap_timeout) {
+      spdlog::warn("job ticket {} never arrived; going on without it", next_);
+      ++next_;
+      last_progress_ = now;
+      continue;
+    }
+    auto turn = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return next_ == ticket;
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&turn),
+                          std::min(deadline, now + kPoll));
+  }
+  return absl::OkStatus();
+}
+
+void JobSequencer::Leave(const std::string& worker_id, uint64_t ticket) {
+  absl::MutexLock lock(&mu_);
+  if (worker_id != worker_id_) return;  // the order restarted meanwhile
+  arrived_.erase(ticket);
+  if (next_ == ticket) {
+    ++next_;
+    last_progress_ = absl::Now();
+  }
+}
+
+}  // namespace shardmap

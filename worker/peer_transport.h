@@ -1,0 +1,70 @@
+// How collective algorithms move bytes between the devices of one job.
+//
+// A PeerTransport is scoped to one device of one running job: it knows the
+// job id, which device it speaks for, the job's deadline, and whether the
+// job has been aborted. Algorithms address peers by device id and tag each
+// message with the collective's sequence number, a step number and the
+// collective's fingerprint; a receiver whose own fingerprint differs fails
+// with both in the message instead of combining mismatched data.
+//
+// Implementations: InMemoryPeerTransport (tests: devices are threads) and
+// GrpcPeerTransport (one long-lived stream per worker pair).
+//
+// Thread-safe: Send and Recv may be called concurrently, e.g. from a
+// sending and a receiving thread of one algorithm.
+#ifndef SHARDMAP_WORKER_PEER_TRANSPORT_H_
+#define SHARDMAP_WORKER_PEER_TRANSPORT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+
+namespace shardmap {
+
+// What a collective call is: op, axes, shape and dtype, e.g.
+// "psum(axes=('x',), float32[4,4])". Every participant of one collective
+// computes the same fingerprint; the sender is carried separately.
+struct Fingerprint {
+  uint64_t hash = 0;
+  std::string text;
+};
+
+// The header of one message within a job.
+struct PeerMessage {
+  uint64_t seq = 0;   // the collective's number within the job, from 0
+  uint32_t step = 0;  // the message's number within the collective, per
+                      // (sender, receiver) pair
+  const Fingerprint* fingerprint = nullptr;  // Not owned; must be set.
+};
+
+class PeerTransport {
+ public:
+  virtual ~PeerTransport() = default;
+
+  // This device's id in the job's mesh, and the mesh's size.
+  virtual int64_t device() const = 0;
+  virtual int64_t num_devices() const = 0;
+
+  // Sends `data` to device `to`. Returns once the transport no longer needs
+  // `data` (it has copied or sent it). May block while the link to `to` is
+  // congested, never past the job's deadline. Sending to oneself is
+  // allowed. Errors: UNAVAILABLE naming the peer if it is lost,
+  // DEADLINE_EXCEEDED, CANCELLED/ABORTED if the job was aborted.
+  virtual absl::Status Send(int64_t to, const PeerMessage& message,
+                            absl::Span<const uint8_t> data) = 0;
+
+  // Waits for the message (seq, step) from device `from` and copies its
+  // payload into `out`, whose size must equal the payload's. Errors: as
+  // Send; INVALID_ARGUMENT with both fingerprints if the sender's
+  // fingerprint differs from ours, or if the sizes differ;
+  // DEADLINE_EXCEEDED naming the peer and the collective if nothing
+  // arrives before the job's deadline or the per-collective timeout.
+  virtual absl::Status Recv(int64_t from, const PeerMessage& message,
+                            absl::Span<uint8_t> out) = 0;
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_WORKER_PEER_TRANSPORT_H_
