@@ -18,6 +18,13 @@ absl::Status PeerInbox::Deliver(v1::PeerFrame&& frame) {
   if (m.received == 0 && m.data.empty()) {
     m.total = frame.total_bytes();
     m.fingerprint = frame.fingerprint();
+    if (frame.offset() == 0 && frame.data().size() == m.total) {
+      // A message in one frame: keep the frame's buffer, no copy.
+      m.fingerprint_text = std::move(*frame.mutable_fingerprint_text());
+      m.data = std::move(*frame.mutable_data());
+      m.received = m.total;
+      return absl::OkStatus();
+    }
     m.data.resize(m.total);
   }
   if (frame.total_bytes() != m.total ||

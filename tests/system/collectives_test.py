@@ -261,78 +261,100 @@ class BadCollectiveTest(unittest.TestCase):
 
 
 class WorkerLossTest(unittest.TestCase):
+    """A worker killed or stopped inside a psum: the job fails on every
+    worker within seconds, naming the worker, and the rest go on."""
 
-    def test_worker_killed_mid_psum(self):
-        tmp = tempfile.TemporaryDirectory()
-        coordinator = subprocess.Popen(
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.coordinator = subprocess.Popen(
             [f"{BIN}/shardmap-coordinator", "--listen", "127.0.0.1:0",
              "--heartbeat-timeout", "1"],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        address = coordinator.stdout.readline().split()[-1]
-        # The victim logs at debug level, so the test can see it enter the
-        # psum and kill it then, while its peers wait on it in the ring.
-        workers = [subprocess.Popen(
-            [f"{BIN}/shardmap-worker", "--coordinator", address, "--listen",
-             "127.0.0.1:0", "--log-level", "debug" if i == 2 else "warn"],
+        self.address = self.coordinator.stdout.readline().split()[-1]
+        # The victim (worker 2) logs at debug level, so the test can see it
+        # enter the psum and strike then, while its peers wait on it.
+        self.workers = [subprocess.Popen(
+            [f"{BIN}/shardmap-worker", "--coordinator", self.address,
+             "--listen", "127.0.0.1:0",
+             "--log-level", "debug" if i == 2 else "warn"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE if i == 2 else subprocess.DEVNULL,
             text=True) for i in range(4)]
-        try:
-            worker_addresses = [w.stdout.readline().split()[-1]
-                                for w in workers]
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline:
-                s = subprocess.run([SHARDCTL, "status", "--coordinator",
-                                    address, "--json"], capture_output=True,
-                                   text=True, timeout=30)
-                if s.returncode == 0 and len(json.loads(s.stdout)["workers"]) == 4:
-                    break
-                time.sleep(0.05)
-            big = os.path.join(tmp.name, "big.npy")
-            np.save(big, np.ones((32 << 20,), np.float32))  # 128 MiB
-            t0 = time.monotonic()
-            job = subprocess.Popen(
-                [SHARDCTL, "run", "--coordinator", address, "--mesh", "x=4",
-                 "--fn", "psum", "--arg", big, "--in-spec", "P()",
-                 "--out-spec", "P()", "--kwargs", '{"axes": "x"}',
-                 "--out", os.path.join(tmp.name, "o.npy"), "--timeout", "120"],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            for line in workers[2].stderr:
-                if "runs psum" in line:
-                    break
-            workers[2].send_signal(signal.SIGKILL)
-            _, err = job.communicate(timeout=120)
-            seconds = time.monotonic() - t0
-            print(f"\n  killed worker -> {err.strip()} ({seconds:.1f} s)",
-                  file=sys.stderr)
-            self.assertEqual(job.returncode, 69, err)
-            self.assertIn("error: UNAVAILABLE:", err)
-            self.assertIn(worker_addresses[2], err)
-            self.assertLess(seconds, 30)
-            # The survivors serve the next job.
-            x = rand((12, 2), np.float32)
+        self.worker_addresses = [w.stdout.readline().split()[-1]
+                                 for w in self.workers]
+        self.wait_for_workers(4)
+
+    def tearDown(self):
+        for w in self.workers:
+            w.send_signal(signal.SIGCONT)
+            w.kill()
+            w.wait()
+            w.stdout.close()
+        self.workers[2].stderr.close()
+        self.coordinator.terminate()
+        self.coordinator.wait(timeout=10)
+        self.coordinator.stdout.close()
+        self.tmp.cleanup()
+
+    def wait_for_workers(self, n):
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            s = subprocess.run([SHARDCTL, "status", "--coordinator",
+                                self.address, "--json"], capture_output=True,
+                               text=True, timeout=30)
+            if s.returncode == 0 and len(json.loads(s.stdout)["workers"]) == n:
+                return
+            time.sleep(0.05)
+        self.fail(f"{n} workers never became live")
+
+    def strike_mid_psum(self, sig):
+        big = os.path.join(self.tmp.name, "big.npy")
+        np.save(big, np.ones((32 << 20,), np.float32))  # 128 MiB
+        t0 = time.monotonic()
+        job = subprocess.Popen(
+            [SHARDCTL, "run", "--coordinator", self.address, "--mesh", "x=4",
+             "--fn", "psum", "--arg", big, "--in-spec", "P()",
+             "--out-spec", "P()", "--kwargs", '{"axes": "x"}',
+             "--out", os.path.join(self.tmp.name, "o.npy"), "--timeout", "120"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for line in self.workers[2].stderr:
+            if "runs psum" in line:
+                break
+        self.workers[2].send_signal(sig)
+        _, err = job.communicate(timeout=120)
+        seconds = time.monotonic() - t0
+        print(f"\n  signal {sig} -> {err.strip()} ({seconds:.1f} s)",
+              file=sys.stderr)
+        self.assertEqual(job.returncode, 69, err)
+        self.assertIn("error: UNAVAILABLE:", err)
+        self.assertIn(self.worker_addresses[2], err)
+        self.assertLess(seconds, 30)
+
+    def run_until_placed(self, mesh):
+        x = rand((12, 2), np.float32)
+        n = int(mesh.split("=")[1])
+        for _ in range(100):
             code, got, err = run("psum", [x], ["P('x')"], "P()",
-                                 {"axes": "x"}, mesh="x=3", address=address)
-            for _ in range(50):
-                if code != 69:
-                    break
-                time.sleep(0.1)  # the pool has not yet dropped the dead worker
-                code, got, err = run("psum", [x], ["P('x')"], "P()",
-                                     {"axes": "x"}, mesh="x=3",
-                                     address=address)
-            self.assertEqual(code, 0, err)
-            np.testing.assert_allclose(got, x.reshape(3, 4, 2).sum(0),
-                                       rtol=1e-5)
-        finally:
-            for w in workers:
-                w.kill()
-                w.wait()
-                w.stdout.close()
-            workers[2].stderr.close()
-            coordinator.terminate()
-            coordinator.wait(timeout=10)
-            coordinator.stdout.close()
-            tmp.cleanup()
+                                 {"axes": "x"}, mesh=mesh,
+                                 address=self.address)
+            if code != 69:
+                break
+            time.sleep(0.1)  # the pool has not yet caught up
+        self.assertEqual(code, 0, err)
+        np.testing.assert_allclose(got, x.reshape(n, -1, 2).sum(0),
+                                   rtol=1e-5)
+
+    def test_worker_killed_mid_psum(self):
+        self.strike_mid_psum(signal.SIGKILL)
+        self.run_until_placed("x=3")
+
+    def test_worker_stopped_mid_psum(self):
+        self.strike_mid_psum(signal.SIGSTOP)
+        self.run_until_placed("x=3")
+        # Back from SIGSTOP, the worker re-registers and serves again.
+        self.workers[2].send_signal(signal.SIGCONT)
+        self.wait_for_workers(4)
+        self.run_until_placed("x=4")
 
 
 if __name__ == "__main__":
