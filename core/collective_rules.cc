@@ -148,6 +148,26 @@ absl::StatusOr<std::vector<std::pair<int, int>>> CheckPermutation(
   return pairs;
 }
 
+absl::Status CheckPpermuteAxesOrder(const Mesh& mesh,
+                                    const std::vector<std::string>& axes) {
+  int last = -1;
+  for (const std::string& a : axes) {
+    auto pos = mesh.AxisPosition(a);
+    if (!pos.has_value()) continue;  // ResolveAxes reports unknown axes
+    if (*pos < last) {
+      std::vector<std::string> names;
+      for (const MeshAxis& m : mesh.axes()) names.push_back(m.name);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ppermute: axes ", Quoted(axes),
+          " are not in the order the mesh declares them ", Quoted(names),
+          "; pass them in mesh order (JAX refuses this too, as it leads to "
+          "wrong answers)"));
+    }
+    last = *pos;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::pair<int, int>> CheckAllToAll(const Shape& shape,
                                                   int64_t split_axis,
                                                   int64_t concat_axis,
@@ -202,8 +222,11 @@ absl::Status CheckCollectiveCall(absl::string_view function,
     s = CheckPsumScatter(x, int_kwarg("scatter_dimension", 0), tiled, n)
             .status();
   } else if (collective == "ppermute") {
-    s = CheckPermutation(kwargs.value("perm", nlohmann::json::array()), n)
-            .status();
+    s = CheckPpermuteAxesOrder(mesh, axes);
+    if (s.ok()) {
+      s = CheckPermutation(kwargs.value("perm", nlohmann::json::array()), n)
+              .status();
+    }
   } else if (collective == "all_to_all") {
     s = CheckAllToAll(x, int_kwarg("split_axis", 0),
                       int_kwarg("concat_axis", 0), tiled, n)

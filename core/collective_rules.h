@@ -47,6 +47,10 @@ absl::StatusOr<int> CheckPsumScatter(const Shape& shape, int64_t dimension,
 // destination twice.
 absl::StatusOr<std::vector<std::pair<int, int>>> CheckPermutation(
     const nlohmann::json& perm, int64_t group_size);
+// ppermute over a tuple of axes: the axes must be in the mesh's order, as
+// JAX requires ("it leads to wrong answers" otherwise).
+absl::Status CheckPpermuteAxesOrder(const Mesh& mesh,
+                                    const std::vector<std::string>& axes);
 // all_to_all: split_axis must exist, with a size divisible by the group
 // size (tiled) or equal to it (untiled); concat_axis must be a valid
 // position in the result. Returns both made non-negative.

@@ -136,8 +136,9 @@ absl::StatusOr<Tensor> Communicator::Pmin(const Tensor& x, const Axes& axes) {
 }
 
 absl::StatusOr<Tensor> Communicator::Pmean(const Tensor& x, const Axes& axes) {
-  SHARD_ASSIGN_OR_RETURN(int64_t n, AxisSize(axes));
+  // Reduce first: it checks the axes, so that its errors name pmean.
   SHARD_ASSIGN_OR_RETURN(Tensor sum, Reduce("pmean", ReduceOp::kSum, x, axes));
+  SHARD_ASSIGN_OR_RETURN(int64_t n, AxisSize(axes));
   const int64_t count = sum.num_elements();
   switch (sum.dtype()) {
     case DType::kFloat32: {
@@ -156,11 +157,12 @@ absl::StatusOr<Tensor> Communicator::Pmean(const Tensor& x, const Axes& axes) {
       Tensor out(DType::kFloat32, sum.shape());
       float* q = out.data_as<float>();
       for (int64_t i = 0; i < count; ++i) {
-        const double v = sum.dtype() == DType::kInt32
-                             ? static_cast<double>(sum.data_as<int32_t>()[i])
-                             : static_cast<double>(sum.data_as<int64_t>()[i]);
-        q[i] =
-            static_cast<float>(static_cast<float>(v) / static_cast<float>(n));
+        // Straight to float32, rounded once (through double, an int64
+        // could round twice).
+        const float v = sum.dtype() == DType::kInt32
+                            ? static_cast<float>(sum.data_as<int32_t>()[i])
+                            : static_cast<float>(sum.data_as<int64_t>()[i]);
+        q[i] = v / static_cast<float>(n);
       }
       return out;
     }
@@ -185,7 +187,6 @@ absl::StatusOr<Tensor> Communicator::AllGather(const Tensor& x,
                            absl::StrCat("axis=", k, ", tiled=", tiled)));
   o.input = Bytes(x);
   o.output = Bytes(gathered);
-  o.algorithm = options_.algorithm;
   SHARD_RETURN_IF_ERROR(shardmap::AllGather(o, *transport_));
   // Blocks arrive packed, [n][outer][inner] with outer the dimensions
   // before `k`; the result interleaves them: [outer][n][inner].
@@ -234,7 +235,6 @@ absl::StatusOr<Tensor> Communicator::PsumScatter(const Tensor& x,
   o.input = Bytes(static_cast<const Tensor&>(packed));
   o.output = Bytes(out);
   o.op = ReduceOp::kSum;
-  o.algorithm = options_.algorithm;
   SHARD_RETURN_IF_ERROR(ReduceScatter(o, *transport_));
   return out;
 }
@@ -242,6 +242,7 @@ absl::StatusOr<Tensor> Communicator::PsumScatter(const Tensor& x,
 absl::StatusOr<Tensor> Communicator::Ppermute(const Tensor& x, const Axes& axes,
                                               const nlohmann::json& perm) {
   SHARD_ASSIGN_OR_RETURN(GroupView group, Group(axes, "ppermute"));
+  SHARD_RETURN_IF_ERROR(CheckPpermuteAxesOrder(*mesh_, axes));
   SHARD_ASSIGN_OR_RETURN(auto pairs, CheckPermutation(perm, group.size()));
   Tensor out(x.dtype(), x.shape());
   PermuteOptions o;

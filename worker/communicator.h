@@ -32,6 +32,8 @@ using Axes = std::vector<std::string>;
 class Communicator {
  public:
   struct Options {
+    // The all-reduce algorithm (psum, pmean, pmax, pmin); kAuto picks by
+    // size. The other collectives always pick their own.
     Algorithm algorithm = Algorithm::kAuto;
   };
   // `mesh` and `transport` must outlive the communicator.

@@ -92,6 +92,25 @@ absl::Status PeerInbox::Take(const Want& want, absl::Span<uint8_t> out,
       messages_.erase(it);
       return absl::OkStatus();
     }
+    // A message of the same collective (same sender and number) with
+    // another fingerprint means the devices called different collectives,
+    // maybe with different message patterns: fail now, not at the timeout.
+    for (auto m = messages_.lower_bound(
+             Key{want.job_id, want.from_device, want.seq, 0});
+         m != messages_.end() && std::get<0>(m->first) == want.job_id &&
+         std::get<1>(m->first) == want.from_device &&
+         std::get<2>(m->first) == want.seq;
+         ++m) {
+      if (m->second.fingerprint != want.fingerprint->hash &&
+          !m->second.fingerprint_text.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "collective mismatch: this device called ", want.fingerprint->text,
+            " but device ", want.from_device, " called ",
+            m->second.fingerprint_text, " as collective #", want.seq,
+            " of the job; every device must call the same collectives in "
+            "the same order"));
+      }
+    }
     if (lost_.count(want.from_address) > 0) {
       return absl::UnavailableError(absl::StrCat(
           "lost the stream from worker ", want.from_address, " (device ",

@@ -762,8 +762,9 @@ TEST_P(AllToAllTest, ChunkJGoesToRankJ) {
   for (int j = 0; j < n; ++j) {
     for (int k = 0; k < n; ++k) {
       // Position k of rank j's output is chunk j of rank k's input.
-      EXPECT_EQ(0, std::memcmp(outputs[j].data() + k * chunk_bytes,
-                               inputs[k].data() + j * chunk_bytes, chunk_bytes))
+      EXPECT_TRUE(std::equal(outputs[j].begin() + k * chunk_bytes,
+                             outputs[j].begin() + (k + 1) * chunk_bytes,
+                             inputs[k].begin() + j * chunk_bytes))
           << "rank " << j << ", position " << k;
     }
   }
@@ -876,7 +877,8 @@ TEST(SanityChecksTest, NameTheField) {
 // messages fail with INVALID_ARGUMENT carrying both fingerprints; the test
 // then aborts the hub, as the job would, and every other rank is released
 // with that status instead of hanging. The hub's 2 s timeout bounds the
-// test should the abort fail to release anyone.
+// test should the abort fail to release anyone; such a rank would fail with
+// DEADLINE_EXCEEDED, which the checks below reject.
 TEST(FailureTest, FingerprintMismatchFailsEveryRank) {
   const int n = 4;
   const std::string good = "psum(axes=('x',), float32[64])";
@@ -886,7 +888,6 @@ TEST(FailureTest, FingerprintMismatchFailsEveryRank) {
        {Algorithm::kRing, Algorithm::kRecursiveDoubling, Algorithm::kDirect}) {
     InMemoryHub hub(n + 3, absl::Seconds(2));
     std::vector<Bytes> data(n, Bytes(64 * sizeof(float)));
-    const absl::Time start = absl::Now();
     const std::vector<absl::Status> statuses = RunRanks(n, [&](int r) {
       std::unique_ptr<InMemoryPeerTransport> transport =
           hub.Endpoint(devices[r]);
@@ -903,7 +904,6 @@ TEST(FailureTest, FingerprintMismatchFailsEveryRank) {
       }
       return status;
     });
-    EXPECT_LT(absl::Now() - start, absl::Seconds(2));
     int mismatches = 0;
     for (int r = 0; r < n; ++r) {
       SCOPED_TRACE(absl::StrCat("rank ", r));

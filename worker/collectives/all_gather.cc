@@ -9,6 +9,41 @@
 namespace shardmap {
 namespace {
 
+// The algorithms, explained after the sanity checks below.
+absl::Status Direct(const AllGatherOptions& options, PeerTransport& transport,
+                    size_t block_bytes);
+absl::Status Ring(const AllGatherOptions& options, PeerTransport& transport,
+                  size_t block_bytes);
+
+}  // namespace
+
+absl::Status AllGather(const AllGatherOptions& options,
+                       PeerTransport& transport) {
+  SHARD_RETURN_IF_ERROR(
+      ValidateGroup(options.group, transport, "AllGatherOptions"));
+  const size_t n = options.group.size();
+  const size_t block_bytes = options.input.size();
+  if (options.output.size() != n * block_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllGatherOptions.output has ", options.output.size(),
+                     " bytes, not group size ", n, " x input ", block_bytes,
+                     " bytes = ", n * block_bytes));
+  }
+  if (options.algorithm == Algorithm::kRecursiveDoubling) {
+    return absl::InvalidArgumentError(
+        "AllGatherOptions.algorithm is kRecursiveDoubling, which AllGather "
+        "does not implement (use kAuto, kRing or kDirect)");
+  }
+  if (block_bytes == 0) return absl::OkStatus();
+  const bool ring = options.algorithm == Algorithm::kRing ||
+                    (options.algorithm == Algorithm::kAuto &&
+                     options.output.size() > options.small_bytes);
+  return ring ? Ring(options, transport, block_bytes)
+              : Direct(options, transport, block_bytes);
+}
+
+namespace {
+
 // Every rank contributes one block of block_bytes; the output holds the n
 // blocks in rank order, block r at offset r * block_bytes. Blocks are only
 // copied, never combined, so every rank ends with the same bytes.
@@ -75,30 +110,5 @@ absl::Status Ring(const AllGatherOptions& options, PeerTransport& transport,
 }
 
 }  // namespace
-
-absl::Status AllGather(const AllGatherOptions& options,
-                       PeerTransport& transport) {
-  SHARD_RETURN_IF_ERROR(
-      ValidateGroup(options.group, transport, "AllGatherOptions"));
-  const size_t n = options.group.size();
-  const size_t block_bytes = options.input.size();
-  if (options.output.size() != n * block_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("AllGatherOptions.output has ", options.output.size(),
-                     " bytes, not group size ", n, " x input ", block_bytes,
-                     " bytes = ", n * block_bytes));
-  }
-  if (options.algorithm == Algorithm::kRecursiveDoubling) {
-    return absl::InvalidArgumentError(
-        "AllGatherOptions.algorithm is kRecursiveDoubling, which AllGather "
-        "does not implement (use kAuto, kRing or kDirect)");
-  }
-  if (block_bytes == 0) return absl::OkStatus();
-  const bool ring = options.algorithm == Algorithm::kRing ||
-                    (options.algorithm == Algorithm::kAuto &&
-                     options.output.size() > options.small_bytes);
-  return ring ? Ring(options, transport, block_bytes)
-              : Direct(options, transport, block_bytes);
-}
 
 }  // namespace shardmap

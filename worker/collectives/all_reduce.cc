@@ -13,6 +13,51 @@
 namespace shardmap {
 namespace {
 
+// The algorithms, explained after the sanity checks below.
+absl::Status RecursiveDoubling(const AllReduceOptions& options,
+                               PeerTransport& transport);
+absl::Status Direct(const AllReduceOptions& options, PeerTransport& transport);
+absl::Status Ring(const AllReduceOptions& options, PeerTransport& transport);
+
+}  // namespace
+
+absl::Status AllReduce(const AllReduceOptions& options,
+                       PeerTransport& transport) {
+  SHARD_RETURN_IF_ERROR(
+      ValidateGroup(options.group, transport, "AllReduceOptions"));
+  const size_t element_bytes = ItemSize(options.dtype);
+  if (options.data.size() % element_bytes != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllReduceOptions.data has ", options.data.size(),
+                     " bytes, not a whole number of ", DTypeName(options.dtype),
+                     " elements"));
+  }
+  if (options.piece_bytes < element_bytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("AllReduceOptions.piece_bytes is ", options.piece_bytes,
+                     ", less than one ", DTypeName(options.dtype), " element (",
+                     element_bytes, " bytes)"));
+  }
+  if (options.group.size() == 1 || options.data.empty()) {
+    return absl::OkStatus();
+  }
+  switch (options.algorithm) {
+    case Algorithm::kRecursiveDoubling:
+      return RecursiveDoubling(options, transport);
+    case Algorithm::kDirect:
+      return Direct(options, transport);
+    case Algorithm::kRing:
+      return Ring(options, transport);
+    case Algorithm::kAuto:
+      break;
+  }
+  return options.data.size() <= options.small_bytes
+             ? RecursiveDoubling(options, transport)
+             : Ring(options, transport);
+}
+
+namespace {
+
 // Every rank must end with exactly the same bytes: replicated outputs are
 // compared by digest, and floating-point sums taken in different orders
 // differ in the last bits. None of the three algorithms below lets two
@@ -66,7 +111,8 @@ namespace {
 // A unit is one (round, piece): unit u = k * pieces_per_segment + p, which
 // is also its message's step. Every rank handles the units in this order.
 // The piece a rank sends in unit u is the piece it received in unit
-// u - pieces_per_segment (the same piece one round earlier), so it can send
+// u - pieces_per_segment (the same piece one round earlier; in round 0 its
+// own), so it can send
 // ahead of its receiving: it keeps two units in flight, sending unit u + 1
 // before it waits for unit u. While it receives and combines piece u, piece
 // u + 1 is already on its way to the right neighbour, which can start on it
@@ -244,40 +290,5 @@ absl::Status Ring(const AllReduceOptions& options, PeerTransport& transport) {
 }
 
 }  // namespace
-
-absl::Status AllReduce(const AllReduceOptions& options,
-                       PeerTransport& transport) {
-  SHARD_RETURN_IF_ERROR(
-      ValidateGroup(options.group, transport, "AllReduceOptions"));
-  const size_t element_bytes = ItemSize(options.dtype);
-  if (options.data.size() % element_bytes != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("AllReduceOptions.data has ", options.data.size(),
-                     " bytes, not a whole number of ", DTypeName(options.dtype),
-                     " elements"));
-  }
-  if (options.piece_bytes < element_bytes) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("AllReduceOptions.piece_bytes is ", options.piece_bytes,
-                     ", less than one ", DTypeName(options.dtype), " element (",
-                     element_bytes, " bytes)"));
-  }
-  if (options.group.size() == 1 || options.data.empty()) {
-    return absl::OkStatus();
-  }
-  switch (options.algorithm) {
-    case Algorithm::kRecursiveDoubling:
-      return RecursiveDoubling(options, transport);
-    case Algorithm::kDirect:
-      return Direct(options, transport);
-    case Algorithm::kRing:
-      return Ring(options, transport);
-    case Algorithm::kAuto:
-      break;
-  }
-  return options.data.size() <= options.small_bytes
-             ? RecursiveDoubling(options, transport)
-             : Ring(options, transport);
-}
 
 }  // namespace shardmap

@@ -7,20 +7,6 @@
 #include "core/status_util.h"
 
 namespace shardmap {
-namespace {
-
-// Direct exchange. The input holds n chunks of chunk_bytes; chunk j goes to
-// rank j, and the chunk rank j sends here lands at position j of the
-// output. Each rank copies its own chunk (position rank) locally, sends
-// chunk j to rank j for every other j, then receives from every other rank
-// j straight into output position j: one message each way per pair of
-// ranks, step 0. Sends go out in the order rank + 1, rank + 2, ... and
-// receives are taken in the order rank - 1, rank - 2, ..., so that the
-// first message each rank waits for is the first one its left neighbour
-// sent. Every pair of ranks exchanges exactly the bytes the other needs,
-// so no ring would move fewer: AllToAll has no bandwidth-saving variant.
-
-}  // namespace
 
 absl::Status AllToAll(const AllToAllOptions& options,
                       PeerTransport& transport) {
@@ -41,6 +27,17 @@ absl::Status AllToAll(const AllToAllOptions& options,
   }
   const size_t chunk_bytes = options.input.size() / n;
   if (chunk_bytes == 0) return absl::OkStatus();
+
+  // Direct exchange. The input holds n chunks of chunk_bytes; chunk j goes to
+  // rank j, and the chunk rank j sends here lands at position j of the
+  // output. Each rank copies its own chunk (position rank) locally, sends
+  // chunk j to rank j for every other j, then receives from every other rank
+  // j straight into output position j: one message each way per pair of
+  // ranks, step 0. Sends go out in the order rank + 1, rank + 2, ... and
+  // receives are taken in the order rank - 1, rank - 2, ..., so that the
+  // first message each rank waits for is the first one its left neighbour
+  // sent. Every pair of ranks exchanges exactly the bytes the other needs,
+  // so no ring would move fewer: AllToAll has no bandwidth-saving variant.
   auto input_chunk = [&](int j) {
     return options.input.subspan(j * chunk_bytes, chunk_bytes);
   };

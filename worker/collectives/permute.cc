@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,19 +12,6 @@
 
 namespace shardmap {
 namespace {
-
-// Each pair (source, destination) moves the source's whole input to the
-// destination's output: the source sends one message (step 0), the
-// destination receives it. A rank is at most one pair's source and at most
-// one pair's destination, so it sends at most once and receives at most
-// once. A rank that is no pair's destination fills its output with zeros,
-// and a pair (r, r) copies locally without a message.
-//
-// The pairs are validated before anything is sent, from nothing but the
-// pairs and the group size, so every rank reaches the same verdict: either
-// all fail with the same INVALID_ARGUMENT or all proceed. (A rank that went
-// ahead would leave a message nobody receives, or wait for one nobody
-// sends.)
 
 std::string PairsText(const std::vector<std::pair<int, int>>& pairs) {
   return absl::StrCat(
@@ -36,6 +24,11 @@ std::string PairsText(const std::vector<std::pair<int, int>>& pairs) {
       "]");
 }
 
+// The pairs are validated before anything is sent, from nothing but the
+// pairs and the group size, so every rank reaches the same verdict: either
+// all fail with the same INVALID_ARGUMENT or all proceed. (A rank that went
+// ahead would leave a message nobody receives, or wait for one nobody
+// sends.)
 absl::Status ValidatePairs(const std::vector<std::pair<int, int>>& pairs,
                            int n) {
   std::vector<bool> is_source(n, false);
@@ -75,6 +68,13 @@ absl::Status Permute(const PermuteOptions& options, PeerTransport& transport) {
   const GroupView& group = options.group;
   const int rank = group.rank;
   SHARD_RETURN_IF_ERROR(ValidatePairs(options.pairs, group.size()));
+
+  // Each pair (source, destination) moves the source's whole input to the
+  // destination's output: the source sends one message (step 0), the
+  // destination receives it. A rank is at most one pair's source and at most
+  // one pair's destination, so it sends at most once and receives at most
+  // once. A rank that is no pair's destination fills its output with zeros,
+  // and a pair (r, r) copies locally without a message.
 
   int destination = -1;  // where this rank's input goes, if anywhere
   int source = -1;       // whose input this rank receives, if anyone's

@@ -15,6 +15,58 @@
 namespace shardmap {
 namespace {
 
+// The algorithms, explained after the sanity checks below.
+absl::Status Direct(const ReduceScatterOptions& options,
+                    PeerTransport& transport, size_t chunk_bytes);
+absl::Status Ring(const ReduceScatterOptions& options, PeerTransport& transport,
+                  size_t chunk_bytes);
+
+}  // namespace
+
+absl::Status ReduceScatter(const ReduceScatterOptions& options,
+                           PeerTransport& transport) {
+  SHARD_RETURN_IF_ERROR(
+      ValidateGroup(options.group, transport, "ReduceScatterOptions"));
+  const size_t n = options.group.size();
+  const size_t element_bytes = ItemSize(options.dtype);
+  const std::string element = DTypeName(options.dtype);
+  if (options.input.size() % (n * element_bytes) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReduceScatterOptions.input has ", options.input.size(),
+                     " bytes, not ", n, " equal chunks of whole ", element,
+                     " elements (", element_bytes, " bytes each)"));
+  }
+  const size_t chunk_bytes = options.input.size() / n;
+  if (options.output.size() != chunk_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReduceScatterOptions.output has ", options.output.size(),
+        " bytes, not one chunk of the input: ", options.input.size(), " / ", n,
+        " = ", chunk_bytes, " bytes"));
+  }
+  if (options.piece_bytes < element_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ReduceScatterOptions.piece_bytes is ", options.piece_bytes,
+        ", less than one ", element, " element (", element_bytes, " bytes)"));
+  }
+  if (options.algorithm == Algorithm::kRecursiveDoubling) {
+    return absl::InvalidArgumentError(
+        "ReduceScatterOptions.algorithm is kRecursiveDoubling, which "
+        "ReduceScatter does not implement (use kAuto, kRing or kDirect)");
+  }
+  if (chunk_bytes == 0) return absl::OkStatus();
+  if (n == 1) {
+    std::memmove(options.output.data(), options.input.data(), chunk_bytes);
+    return absl::OkStatus();
+  }
+  const bool ring = options.algorithm == Algorithm::kRing ||
+                    (options.algorithm == Algorithm::kAuto &&
+                     options.input.size() > options.small_bytes);
+  return ring ? Ring(options, transport, chunk_bytes)
+              : Direct(options, transport, chunk_bytes);
+}
+
+namespace {
+
 // The input holds n chunks of chunk_bytes, chunk c meant for rank c; rank r
 // ends with chunk r combined over all ranks. Each chunk is combined by one
 // rank in a fixed order, so the result depends on nothing but the inputs.
@@ -146,47 +198,5 @@ absl::Status Ring(const ReduceScatterOptions& options, PeerTransport& transport,
 }
 
 }  // namespace
-
-absl::Status ReduceScatter(const ReduceScatterOptions& options,
-                           PeerTransport& transport) {
-  SHARD_RETURN_IF_ERROR(
-      ValidateGroup(options.group, transport, "ReduceScatterOptions"));
-  const size_t n = options.group.size();
-  const size_t element_bytes = ItemSize(options.dtype);
-  const std::string element = DTypeName(options.dtype);
-  if (options.input.size() % (n * element_bytes) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("ReduceScatterOptions.input has ", options.input.size(),
-                     " bytes, not ", n, " equal chunks of whole ", element,
-                     " elements (", element_bytes, " bytes each)"));
-  }
-  const size_t chunk_bytes = options.input.size() / n;
-  if (options.output.size() != chunk_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReduceScatterOptions.output has ", options.output.size(),
-        " bytes, not one chunk of the input: ", options.input.size(), " / ", n,
-        " = ", chunk_bytes, " bytes"));
-  }
-  if (options.piece_bytes < element_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReduceScatterOptions.piece_bytes is ", options.piece_bytes,
-        ", less than one ", element, " element (", element_bytes, " bytes)"));
-  }
-  if (options.algorithm == Algorithm::kRecursiveDoubling) {
-    return absl::InvalidArgumentError(
-        "ReduceScatterOptions.algorithm is kRecursiveDoubling, which "
-        "ReduceScatter does not implement (use kAuto, kRing or kDirect)");
-  }
-  if (chunk_bytes == 0) return absl::OkStatus();
-  if (n == 1) {
-    std::memmove(options.output.data(), options.input.data(), chunk_bytes);
-    return absl::OkStatus();
-  }
-  const bool ring = options.algorithm == Algorithm::kRing ||
-                    (options.algorithm == Algorithm::kAuto &&
-                     options.input.size() > options.small_bytes);
-  return ring ? Ring(options, transport, chunk_bytes)
-              : Direct(options, transport, chunk_bytes);
-}
 
 }  // namespace shardmap
