@@ -132,6 +132,18 @@ absl::Status InMemoryHub::Recv(int64_t to, int64_t from,
         box.letters.erase(it);
         break;
       }
+      // Another message of this collective from the same sender with a
+      // different fingerprint: the devices called different collectives,
+      // whose message patterns may never line up. Fail now, as PeerInbox.
+      for (const auto& [k, l] : box.letters) {
+        if (std::get<0>(k) == from && std::get<1>(k) == message.seq &&
+            l.fingerprint_hash != expected.hash) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "collective mismatch: device ", from, " sent '",
+              l.fingerprint_text, "' but device ", to, " expects '",
+              expected.text, "' (seq ", message.seq, ")"));
+        }
+      }
       if (absl::Now() >= deadline) {
         return absl::DeadlineExceededError(absl::StrCat(
             "device ", to, " waited ", absl::FormatDuration(recv_timeout_),
