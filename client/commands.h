@@ -17,10 +17,15 @@ struct RunFlags {
   std::string mesh;
   std::string fn;
   std::string expr;
+  // A .npy file, or "@NAME" for a resident array.
   std::vector<std::string> args;
   std::vector<std::string> in_specs;
+  // A .npy file, or "@NAME" to store the output as a resident array.
   std::vector<std::string> outs;
   std::vector<std::string> out_specs;
+  bool overwrite = false;           // stored outputs may replace another shape
+  std::vector<std::string> states;  // SLOT=NAME
+  std::vector<std::string> state_specs;  // SLOT=SPEC
   std::string kwargs;
   bool no_check_rep = false;
   bool json = false;
@@ -41,6 +46,61 @@ struct QueryFlags {
 };
 int StatusCommand(const QueryFlags& flags);
 int FunctionsCommand(const QueryFlags& flags);
+
+// Resident arrays and checkpoints (array_commands.cc).
+struct PutFlags {
+  std::string coordinator = "127.0.0.1:7070";
+  std::string name;
+  std::string file;  // .npy
+  std::string mesh;
+  std::string spec = "P()";
+  bool overwrite = false;
+  bool json = false;
+};
+int PutCommand(const PutFlags& flags);
+
+struct GetFlags {
+  std::string coordinator = "127.0.0.1:7070";
+  std::string name;
+  std::string out;  // .npy; empty: print the values
+  bool json = false;
+};
+int GetCommand(const GetFlags& flags);
+
+struct LsFlags {
+  std::string coordinator = "127.0.0.1:7070";
+  std::string prefix;
+  bool json = false;
+};
+int LsCommand(const LsFlags& flags);
+
+struct RmFlags {
+  std::string coordinator = "127.0.0.1:7070";
+  std::vector<std::string> names;
+  bool json = false;
+};
+int RmCommand(const RmFlags& flags);
+
+struct PutTreeFlags {
+  std::string coordinator = "127.0.0.1:7070";
+  std::string prefix;
+  std::string file;  // .npz
+  std::string mesh;
+  // Each --rule/--rules value: FILTER=SPEC[;FILTER=SPEC...], in order.
+  std::vector<std::string> rules;
+  bool overwrite = false;
+  bool dry_run = false;
+  bool json = false;
+};
+int PutTreeCommand(const PutTreeFlags& flags);
+
+struct CheckpointFlags {
+  std::string coordinator = "127.0.0.1:7070";
+  std::string directory;
+  bool json = false;
+};
+int SaveCommand(const CheckpointFlags& flags);
+int RestoreCommand(const CheckpointFlags& flags);
 
 // Prints the error (stderr, and JSON on stdout when `json`); returns
 // `exit_code`.

@@ -1,11 +1,14 @@
-// shardctl run: reads .npy arguments, runs one job (on a given coordinator
-// or on a local cluster started for it), writes or prints the outputs.
+// shardctl run: reads .npy arguments (or names resident arrays, @NAME),
+// runs one job (on a given coordinator or on a local cluster started for
+// it), writes, prints or stores (@NAME) the outputs.
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -25,6 +28,85 @@ struct ParsedRun {
   JobRequest job;
   std::vector<Tensor> inputs;
 };
+
+bool IsResident(size_t i, const std::vector<std::string>& names) {
+  return i < names.size() && !names[i].empty();
+}
+
+// "@NAME" in --arg and --out: a resident array instead of a file.
+absl::Status ParseResidentNames(const RunFlags& f, JobRequest* job) {
+  auto names = [](const std::vector<std::string>& values,
+                  absl::string_view flag,
+                  std::vector<std::string>* out) -> absl::Status {
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (!absl::StartsWith(values[i], "@")) continue;
+      if (values[i].size() == 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            flag, " ", i, ": '@' needs a resident array name, e.g. @",
+            flag == "--arg" ? "mlp/linear1/kernel" : "result"));
+      }
+      out->resize(values.size());
+      (*out)[i] = values[i].substr(1);
+    }
+    return absl::OkStatus();
+  };
+  SHARD_RETURN_IF_ERROR(names(f.args, "--arg", &job->resident_args));
+  SHARD_RETURN_IF_ERROR(names(f.outs, "--out", &job->resident_outputs));
+  job->overwrite = f.overwrite;
+  return absl::OkStatus();
+}
+
+// Splits "KEY=VALUE" for `flag`.
+absl::StatusOr<std::pair<std::string, std::string>> SplitBinding(
+    const std::string& text, absl::string_view flag, absl::string_view form) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " '", text, "': expected ", form));
+  }
+  return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
+}
+
+// --state SLOT=NAME and --state-spec SLOT=SPEC.
+absl::Status ParseStates(const RunFlags& f, JobRequest* job) {
+  for (const std::string& text : f.states) {
+    SHARD_ASSIGN_OR_RETURN(auto kv, SplitBinding(text, "--state", "SLOT=NAME"));
+    for (const auto& st : job->states) {
+      if (st.slot == kv.first) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--state: slot '", kv.first, "' is bound twice"));
+      }
+    }
+    JobRequest::State st;
+    st.slot = kv.first;
+    st.name =
+        absl::StartsWith(kv.second, "@") ? kv.second.substr(1) : kv.second;
+    job->states.push_back(std::move(st));
+  }
+  for (const std::string& text : f.state_specs) {
+    SHARD_ASSIGN_OR_RETURN(auto kv,
+                           SplitBinding(text, "--state-spec", "SLOT=SPEC"));
+    auto st = std::find_if(
+        job->states.begin(), job->states.end(),
+        [&](const JobRequest::State& s) { return s.slot == kv.first; });
+    if (st == job->states.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--state-spec: slot '", kv.first,
+                       "' is not bound; give --state ", kv.first, "=NAME too"));
+    }
+    if (st->spec.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--state-spec: slot '", kv.first, "' has two specs"));
+    }
+    auto spec = PartitionSpec::Parse(kv.second);
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--state-spec ", kv.first, ": ", spec.status().message()));
+    }
+    st->spec = *std::move(spec);
+  }
+  return absl::OkStatus();
+}
 
 // Everything shardctl can check before it talks to anyone. Returns the
 // exit code on failure through *exit_code.
@@ -94,8 +176,19 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
   run.job.kwargs_json = f.kwargs;
   run.job.check_rep = !f.no_check_rep;
   run.job.timeout = absl::Seconds(f.timeout_seconds);
-  for (const std::string& path : f.args) {
-    auto t = ReadNpy(path);
+  SHARD_RETURN_IF_ERROR(ParseResidentNames(f, &run.job));
+  SHARD_RETURN_IF_ERROR(ParseStates(f, &run.job));
+  const bool resident = !run.job.resident_args.empty() ||
+                        !run.job.resident_outputs.empty() ||
+                        !run.job.states.empty();
+  if (resident && f.local > 0) {
+    return absl::InvalidArgumentError(
+        "resident arrays (@NAME, --state) live on a running cluster; use "
+        "--coordinator HOST:PORT instead of --local");
+  }
+  for (size_t i = 0; i < f.args.size(); ++i) {
+    if (IsResident(i, run.job.resident_args)) continue;
+    auto t = ReadNpy(f.args[i]);
     if (!t.ok()) {
       *exit_code = t.status().code() == absl::StatusCode::kNotFound
                        ? kExitNoInput
@@ -104,8 +197,32 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
     }
     run.inputs.push_back(*std::move(t));
   }
-  for (const Tensor& t : run.inputs) run.job.args.push_back(&t);
+  // Pointers into run.inputs, which no longer grows; null for resident
+  // arguments.
+  for (size_t i = 0, next = 0; i < f.args.size(); ++i) {
+    run.job.args.push_back(
+        IsResident(i, run.job.resident_args) ? nullptr : &run.inputs[next++]);
+  }
   return run;
+}
+
+// ExitCodeForStatus, except that NOT_FOUND from a job naming resident
+// arrays is bad input (65) when the function exists: the unknown name is
+// an array's, not the function's (64).
+int RunExitCode(const ShardClient& client, const absl::Status& s,
+                const JobRequest& job) {
+  const bool names_arrays = !job.resident_args.empty() ||
+                            !job.resident_outputs.empty() ||
+                            !job.states.empty();
+  if (s.code() == absl::StatusCode::kNotFound && names_arrays) {
+    auto functions = client.ListFunctions();
+    if (functions.ok()) {
+      for (const auto& fn : *functions) {
+        if (fn.name() == job.function) return kExitDataErr;
+      }
+    }
+  }
+  return ExitCodeForStatus(s);
 }
 
 }  // namespace
@@ -148,15 +265,15 @@ int RunCommand(const RunFlags& f) {
   auto result = (*client)->Run(run.job);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!result.ok()) {
-    return ReportError(result.status(), ExitCodeForStatus(result.status()),
-                       f.json);
+    return ReportError(result.status(),
+                       RunExitCode(**client, result.status(), run.job), f.json);
   }
-  if (!f.outs.empty() && f.outs.size() != result->outputs.size()) {
-    return ReportError(
-        absl::InvalidArgumentError(absl::StrCat(
-            f.fn, " returned ", result->outputs.size(), " outputs but ",
-            f.outs.size(), " --out files were given")),
-        kExitUsage, f.json);
+  const size_t total = result->outputs.size() + result->stored.size();
+  if (!f.outs.empty() && f.outs.size() != total) {
+    return ReportError(absl::InvalidArgumentError(absl::StrCat(
+                           f.fn, " returned ", total, " outputs but ",
+                           f.outs.size(), " --out were given")),
+                       kExitUsage, f.json);
   }
   nlohmann::json summary;
   summary["job_id"] = result->job_id;
@@ -165,18 +282,48 @@ int RunCommand(const RunFlags& f) {
   summary["devices"] = result->num_devices;
   summary["seconds"] = seconds;
   summary["outputs"] = nlohmann::json::array();
-  for (size_t i = 0; i < result->outputs.size(); ++i) {
-    const Tensor& t = result->outputs[i];
+  // One line per output for stderr, or its values for stdout.
+  std::vector<std::string> lines;
+  std::vector<const Tensor*> printed;
+  size_t next_returned = 0, next_stored = 0;
+  for (size_t i = 0; i < total; ++i) {
+    const bool stored = next_stored < result->stored.size() &&
+                        (IsResident(i, run.job.resident_outputs) ||
+                         next_returned == result->outputs.size());
+    if (stored) {
+      const auto& [name, meta] = result->stored[next_stored++];
+      summary["outputs"].push_back({{"dtype", DTypeName(meta.dtype)},
+                                    {"shape", meta.shape},
+                                    {"stored_as", name}});
+      lines.push_back(absl::StrCat("output ", i, ": ",
+                                   ShapeString(meta.dtype, meta.shape), " -> @",
+                                   name));
+      continue;
+    }
+    const Tensor& t = result->outputs[next_returned++];
     nlohmann::json o = {{"dtype", DTypeName(t.dtype())}, {"shape", t.shape()}};
     if (i < f.outs.size()) {
       if (absl::Status s = WriteNpy(f.outs[i], t); !s.ok()) {
         return ReportError(s, kExitCantCreate, f.json);
       }
       o["file"] = f.outs[i];
-    } else if (f.json && t.num_elements() <= 100000) {
-      o["values"] = ArrayToJson(t);
+      lines.push_back(absl::StrCat("output ", i, ": ",
+                                   ShapeString(t.dtype(), t.shape()), " -> ",
+                                   f.outs[i]));
+    } else {
+      if (f.json && t.num_elements() <= 100000) o["values"] = ArrayToJson(t);
+      printed.push_back(&t);
     }
     summary["outputs"].push_back(o);
+  }
+  if (!run.job.states.empty()) {
+    summary["states"] = nlohmann::json::array();
+    for (const JobRequest::State& st : run.job.states) {
+      summary["states"].push_back(
+          {{"slot", st.slot},
+           {"name", st.name},
+           {"spec", st.spec.value_or(PartitionSpec()).ToString()}});
+    }
   }
   if (f.json) {
     std::cout << summary.dump() << std::endl;
@@ -186,15 +333,12 @@ int RunCommand(const RunFlags& f) {
             << run.job.mesh.ToString() << " (" << result->num_devices
             << " devices) in " << absl::StrFormat("%.1f", seconds * 1e3)
             << " ms" << std::endl;
-  for (size_t i = 0; i < result->outputs.size(); ++i) {
-    const Tensor& t = result->outputs[i];
-    if (i < f.outs.size()) {
-      std::cerr << "output " << i << ": " << ShapeString(t.dtype(), t.shape())
-                << " -> " << f.outs[i] << std::endl;
-    } else {
-      std::cout << FormatArray(t) << std::endl;
-    }
+  for (const JobRequest::State& st : run.job.states) {
+    std::cerr << "state " << st.slot << ": @" << st.name << " as "
+              << st.spec.value_or(PartitionSpec()).ToString() << std::endl;
   }
+  for (const std::string& line : lines) std::cerr << line << std::endl;
+  for (const Tensor* t : printed) std::cout << FormatArray(*t) << std::endl;
   return kExitOk;
 }
 

@@ -29,8 +29,22 @@ absl::StatusOr<JobResult> ShardClient::Run(const JobRequest& job) const {
   v1::JobSpec* spec = request.mutable_spec();
   spec->set_function(job.function);
   *spec->mutable_mesh() = MeshToProto(job.mesh);
-  for (const Tensor* t : job.args) {
-    *spec->add_args() = HeaderToProto(t->dtype(), t->shape());
+  for (size_t i = 0; i < job.args.size(); ++i) {
+    const Tensor* t = job.args[i];
+    *spec->add_args() = t != nullptr ? HeaderToProto(t->dtype(), t->shape())
+                                     : v1::ArrayHeader();
+  }
+  for (const std::string& name : job.resident_args)
+    spec->add_resident_args(name);
+  for (const std::string& name : job.resident_outputs) {
+    spec->add_resident_outputs(name);
+  }
+  spec->set_overwrite(job.overwrite);
+  for (const JobRequest::State& st : job.states) {
+    v1::StateBinding* b = spec->add_states();
+    b->set_slot(st.slot);
+    b->set_name(st.name);
+    if (st.spec.has_value()) *b->mutable_spec() = SpecToProto(*st.spec);
   }
   for (const auto& s : job.in_specs) *spec->add_in_specs() = SpecToProto(s);
   for (const auto& s : job.out_specs) *spec->add_out_specs() = SpecToProto(s);
@@ -46,6 +60,10 @@ absl::StatusOr<JobResult> ShardClient::Run(const JobRequest& job) const {
   std::thread sender([&] {
     if (!stream->Write(request)) return;
     for (size_t i = 0; i < job.args.size(); ++i) {
+      if (job.args[i] == nullptr ||
+          (i < job.resident_args.size() && !job.resident_args[i].empty())) {
+        continue;  // resident: no data on the stream
+      }
       const bool ok = SendTensorChunks(static_cast<uint32_t>(i), *job.args[i],
                                        [&](v1::ArrayChunk&& chunk) {
                                          v1::RunJobRequest r;
@@ -74,6 +92,11 @@ absl::StatusOr<JobResult> ShardClient::Run(const JobRequest& job) const {
         if (!meta.ok()) {
           status = meta.status();
           break;
+        }
+        const auto& stored_as = response.result().stored_as();
+        if (i < stored_as.size() && !stored_as[i].empty()) {
+          result.stored.emplace_back(stored_as[i], *meta);
+          continue;  // stays on the workers; no chunks follow
         }
         auto t = Tensor::Create(meta->dtype, meta->shape);
         if (!t.ok()) {
@@ -121,6 +144,101 @@ absl::StatusOr<v1::ClusterStatusResponse> ShardClient::Status() const {
       stub_->GetClusterStatus(&context, v1::ClusterStatusRequest(), &response);
   if (!s.ok()) return FromGrpcStatus(s);
   return response;
+}
+
+absl::StatusOr<v1::ResidentInfo> ShardClient::Put(const std::string& name,
+                                                  const Tensor& array,
+                                                  const Mesh& mesh,
+                                                  const PartitionSpec& spec,
+                                                  bool overwrite) const {
+  // A put is the job identity(array) with the output stored.
+  JobRequest job;
+  job.function = "identity";
+  job.mesh = mesh;
+  job.args = {&array};
+  job.in_specs = {spec};
+  job.out_specs = {spec};
+  job.resident_outputs = {name};
+  job.overwrite = overwrite;
+  SHARD_RETURN_IF_ERROR(Run(job).status());
+  SHARD_ASSIGN_OR_RETURN(std::vector<v1::ResidentInfo> found, List(name));
+  for (const auto& info : found) {
+    if (info.name() == name) return info;
+  }
+  return absl::InternalError(
+      absl::StrCat("put '", name, "' but it is not listed"));
+}
+
+absl::StatusOr<Tensor> ShardClient::Get(const std::string& name) const {
+  SHARD_ASSIGN_OR_RETURN(std::vector<v1::ResidentInfo> found, List(name));
+  const v1::ResidentInfo* info = nullptr;
+  for (const auto& i : found) {
+    if (i.name() == name) info = &i;
+  }
+  if (info == nullptr) {
+    return absl::NotFoundError(
+        absl::StrCat("no resident array named '", name, "'"));
+  }
+  // A get is identity of the resident array in its own sharding.
+  JobRequest job;
+  job.function = "identity";
+  SHARD_ASSIGN_OR_RETURN(job.mesh, MeshFromProto(info->mesh()));
+  job.args = {nullptr};
+  job.resident_args = {name};
+  job.in_specs = {SpecFromProto(info->spec())};
+  job.out_specs = {SpecFromProto(info->spec())};
+  SHARD_ASSIGN_OR_RETURN(JobResult r, Run(job));
+  if (r.outputs.size() != 1)
+    return absl::InternalError("get returned no array");
+  return std::move(r.outputs[0]);
+}
+
+absl::StatusOr<std::vector<v1::ResidentInfo>> ShardClient::List(
+    const std::string& prefix) const {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  v1::ListArraysRequest request;
+  request.set_prefix(prefix);
+  v1::ListArraysResponse response;
+  grpc::Status s = stub_->ListArrays(&context, request, &response);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return std::vector<v1::ResidentInfo>(response.arrays().begin(),
+                                       response.arrays().end());
+}
+
+absl::Status ShardClient::Delete(const std::string& name) const {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  v1::DeleteArrayRequest request;
+  request.set_name(name);
+  v1::DeleteArrayResponse response;
+  return FromGrpcStatus(stub_->DeleteArray(&context, request, &response));
+}
+
+absl::StatusOr<std::vector<v1::ResidentInfo>> ShardClient::Save(
+    const std::string& directory) const {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(10)));
+  v1::CheckpointRequest request;
+  request.set_directory(directory);
+  v1::CheckpointResponse response;
+  grpc::Status s = stub_->SaveCheckpoint(&context, request, &response);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return std::vector<v1::ResidentInfo>(response.arrays().begin(),
+                                       response.arrays().end());
+}
+
+absl::StatusOr<std::vector<v1::ResidentInfo>> ShardClient::Restore(
+    const std::string& directory) const {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(10)));
+  v1::CheckpointRequest request;
+  request.set_directory(directory);
+  v1::CheckpointResponse response;
+  grpc::Status s = stub_->RestoreCheckpoint(&context, request, &response);
+  if (!s.ok()) return FromGrpcStatus(s);
+  return std::vector<v1::ResidentInfo>(response.arrays().begin(),
+                                       response.arrays().end());
 }
 
 absl::Status ShardClient::WaitForWorkers(int n, absl::Duration timeout) const {

@@ -16,13 +16,16 @@
 #define SHARDMAP_CLIENT_SHARD_CLIENT_H_
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/mesh.h"
 #include "core/partition_spec.h"
+#include "core/proto_convert.h"
 #include "core/tensor.h"
 #include "shardmap/v1/coordinator.grpc.pb.h"
 
@@ -31,7 +34,25 @@ namespace shardmap {
 struct JobRequest {
   std::string function;
   Mesh mesh = *Mesh::Create({{"x", 1}});
-  std::vector<const Tensor*> args;  // Not owned; must outlive Run.
+  // Not owned; must outlive Run. An entry may be null when the argument is
+  // a resident array (resident_args).
+  std::vector<const Tensor*> args;
+  // Per argument: a resident array's name to use instead of args[i]
+  // (empty, or shorter than args: the data in args). The workers reshard
+  // it among themselves if in_specs asks for another sharding.
+  std::vector<std::string> resident_args;
+  // Per output: store it as a resident array of this name (sharded by its
+  // out_spec) instead of returning it.
+  std::vector<std::string> resident_outputs;
+  bool overwrite = false;  // replace a resident array of another shape
+  // The function's state slots bound to resident arrays; a state's spec
+  // defaults to P() (replicated), as brainstate's.
+  struct State {
+    std::string slot;
+    std::string name;
+    std::optional<PartitionSpec> spec;
+  };
+  std::vector<State> states;
   // One per argument, or one for all.
   std::vector<PartitionSpec> in_specs;
   // One per output, or one for all.
@@ -43,7 +64,10 @@ struct JobRequest {
 
 struct JobResult {
   std::string job_id;
+  // The outputs that were returned, in order (stored ones are skipped).
   std::vector<Tensor> outputs;
+  // The outputs stored as resident arrays: (name, dtype and shape).
+  std::vector<std::pair<std::string, ArrayMeta>> stored;
   double coordinator_seconds = 0;  // time the coordinator spent
   int num_devices = 0;
 };
@@ -64,6 +88,24 @@ class ShardClient {
   absl::StatusOr<JobResult> Run(const JobRequest& job) const;
   absl::StatusOr<std::vector<v1::FunctionSignature>> ListFunctions() const;
   absl::StatusOr<v1::ClusterStatusResponse> Status() const;
+
+  // Resident arrays. Put shards `array` by `spec` over `mesh` onto the
+  // workers (FAILED_PRECONDITION over an existing name of another shape or
+  // dtype unless `overwrite`); Get assembles one back (NOT_FOUND, or
+  // FAILED_PRECONDITION if a worker holding it was lost).
+  absl::StatusOr<v1::ResidentInfo> Put(const std::string& name,
+                                       const Tensor& array, const Mesh& mesh,
+                                       const PartitionSpec& spec,
+                                       bool overwrite = false) const;
+  absl::StatusOr<Tensor> Get(const std::string& name) const;
+  absl::StatusOr<std::vector<v1::ResidentInfo>> List(
+      const std::string& prefix = "") const;
+  absl::Status Delete(const std::string& name) const;
+  // Checkpoints of every resident array (see coordinator.proto).
+  absl::StatusOr<std::vector<v1::ResidentInfo>> Save(
+      const std::string& directory) const;
+  absl::StatusOr<std::vector<v1::ResidentInfo>> Restore(
+      const std::string& directory) const;
   // Polls Status until at least `n` workers are live. DEADLINE_EXCEEDED
   // saying how many registered if `timeout` passes first.
   absl::Status WaitForWorkers(int n, absl::Duration timeout) const;

@@ -23,8 +23,37 @@ Examples:
       --arg x.npy --in-spec "P('data')" --out-spec "P('data')" \
       --kwargs '{"alpha": 2.0}' --json
 
-Exit codes: 0 ok, 64 usage, 65 bad input data, 66 missing input file,
-69 unavailable, 70 internal, 73 cannot create output, 75 temporary failure.
+  # Resident arrays: named arrays that stay on the workers, each sharded by
+  # its own spec (--coordinator defaults to 127.0.0.1:7070).
+  shardctl put w x.npy --mesh x=2,y=2 --spec "P('x', 'y')"
+  shardctl ls
+  shardctl get w --out w.npy
+  # Jobs read them (resharded to the in-spec) and store outputs as them:
+  shardctl run --coordinator 127.0.0.1:7070 --mesh x=2,y=2 --fn add \
+      --arg @w --arg b.npy --in-spec "P('x')" \
+      --out @w2 --out-spec "P('x')"
+  # A state slot bound to a resident array (replicated unless --state-spec):
+  shardctl put acc zeros.npy --mesh x=2 --spec "P('x')"
+  shardctl run --coordinator 127.0.0.1:7070 --mesh x=2 --fn accumulate \
+      --arg x.npy --in-spec "P('x')" --out-spec "P('x')" \
+      --state buffer=acc --state-spec "buffer=P('x')"
+  shardctl rm w w2
+
+  # A model from an .npz, every array sharded by the first rule whose path
+  # filter matches it (suffix at a '/' or glob; ';' separates rules):
+  shardctl put-tree mlp model.npz --mesh data=2,model=2 \
+      --rules "linear1/kernel=P(None, 'model'); */kernel=P('model'); */bias=P()"
+  shardctl ls mlp/
+
+  # Checkpoints of every resident array (a directory the servers can reach):
+  shardctl save /tmp/ckpt
+  shardctl restore /tmp/ckpt
+
+Exit codes: 0 ok, 64 usage, 65 bad input data (also: no resident array of
+that name), 66 missing input file or checkpoint, 69 unavailable (also: a
+lost resident array), 70 internal, 73 cannot create output (also: a
+resident array of another shape holds the name; use --overwrite),
+75 temporary failure, 77 permission denied.
 )EX";
 
 }  // namespace
@@ -53,13 +82,24 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--expr", run.expr,
                       "an expression program (not yet available)");
   run_cmd->add_option("--arg", run.args,
-                      "positional argument, a .npy file (repeat, in order)");
+                      "positional argument, a .npy file or @NAME of a "
+                      "resident array (repeat, in order)");
   run_cmd->add_option("--in-spec", run.in_specs,
                       "PartitionSpec per --arg, or one for all: P('x', None), "
                       "P(('x','y')), P(), None");
   run_cmd->add_option("--out", run.outs,
-                      ".npy file per output (repeat, in order)");
+                      ".npy file, or @NAME to store it as a resident array, "
+                      "per output (repeat, in order)");
   run_cmd->add_option("--out-spec", run.out_specs, "PartitionSpec per output");
+  run_cmd->add_flag("--overwrite", run.overwrite,
+                    "an --out @NAME may replace an array of another shape or "
+                    "dtype");
+  run_cmd->add_option("--state", run.states,
+                      "SLOT=NAME: bind the function's state slot to a "
+                      "resident array (repeat)");
+  run_cmd->add_option("--state-spec", run.state_specs,
+                      "SLOT=SPEC: the state's sharding for this job "
+                      "(default P(), replicated)");
   run_cmd->add_option("--kwargs", run.kwargs,
                       "static keyword arguments, a JSON object");
   run_cmd->add_flag("--no-check-rep", run.no_check_rep,
@@ -98,6 +138,96 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   functions_cmd->add_flag("--json", functions.json, "machine-readable output");
 
+  // Resident arrays and checkpoints.
+  auto coordinator_option = [](CLI::App* cmd, std::string& value) {
+    cmd->add_option("--coordinator", value, "coordinator HOST:PORT")
+        ->capture_default_str();
+  };
+  PutFlags put;
+  CLI::App* put_cmd = app.add_subcommand(
+      "put", "store a .npy file as a resident array, sharded over a mesh");
+  put_cmd
+      ->add_option("NAME", put.name,
+                   "a path such as mlp/linear1/kernel (a leading @ is "
+                   "ignored)")
+      ->required();
+  put_cmd->add_option("FILE", put.file, "a .npy file")->required();
+  put_cmd->add_option("--mesh", put.mesh, "AXIS=SIZE[,AXIS=SIZE...]")
+      ->required();
+  put_cmd->add_option("--spec", put.spec, "its PartitionSpec over the mesh")
+      ->capture_default_str();
+  put_cmd->add_flag("--overwrite", put.overwrite,
+                    "replace an array of another shape or dtype");
+  coordinator_option(put_cmd, put.coordinator);
+  put_cmd->add_flag("--json", put.json, "machine-readable output");
+
+  GetFlags get;
+  CLI::App* get_cmd = app.add_subcommand(
+      "get", "fetch a resident array: write it to --out, or print it");
+  get_cmd->add_option("NAME", get.name, "the array's name")->required();
+  get_cmd->add_option("--out", get.out, "write it to this .npy file");
+  coordinator_option(get_cmd, get.coordinator);
+  get_cmd->add_flag("--json", get.json, "machine-readable output");
+
+  LsFlags ls;
+  CLI::App* ls_cmd = app.add_subcommand(
+      "ls",
+      "list resident arrays: name, dtype[shape], mesh, spec, version, "
+      "bytes, LOST if a worker holding it was lost");
+  ls_cmd->add_option("PREFIX", ls.prefix,
+                     "only names starting with this, e.g. mlp/");
+  coordinator_option(ls_cmd, ls.coordinator);
+  ls_cmd->add_flag("--json", ls.json, "machine-readable output");
+
+  RmFlags rm;
+  CLI::App* rm_cmd = app.add_subcommand("rm", "delete resident arrays");
+  rm_cmd->add_option("NAME", rm.names, "array names")->required();
+  coordinator_option(rm_cmd, rm.coordinator);
+  rm_cmd->add_flag("--json", rm.json, "machine-readable output");
+
+  PutTreeFlags tree;
+  CLI::App* tree_cmd = app.add_subcommand(
+      "put-tree",
+      "store every array KEY of an .npz as PREFIX/KEY, sharded by the first "
+      "rule whose filter matches KEY");
+  tree_cmd->add_option("PREFIX", tree.prefix, "name prefix, e.g. mlp")
+      ->required();
+  tree_cmd->add_option("FILE", tree.file, "an .npz file")->required();
+  tree_cmd->add_option("--mesh", tree.mesh, "AXIS=SIZE[,AXIS=SIZE...]")
+      ->required();
+  tree_cmd
+      ->add_option("--rules,--rule", tree.rules,
+                   "FILTER=SPEC[;FILTER=SPEC...] (repeat; first match wins). "
+                   "FILTER matches the key or a part of it after a '/' "
+                   "('linear1/kernel' matches 'mlp/linear1/kernel'); '*' and "
+                   "'?' glob within a path component; a leading '/' anchors "
+                   "it at the start")
+      ->required();
+  tree_cmd->add_flag("--overwrite", tree.overwrite,
+                     "replace arrays of another shape or dtype");
+  tree_cmd->add_flag("--dry-run", tree.dry_run,
+                     "print each array's spec and rule; put nothing");
+  coordinator_option(tree_cmd, tree.coordinator);
+  tree_cmd->add_flag("--json", tree.json, "machine-readable output");
+
+  CheckpointFlags save;
+  CLI::App* save_cmd = app.add_subcommand(
+      "save", "checkpoint every resident array into DIR (replaced atomically)");
+  save_cmd
+      ->add_option("DIR", save.directory,
+                   "a directory the coordinator and workers can reach")
+      ->required();
+  coordinator_option(save_cmd, save.coordinator);
+  save_cmd->add_flag("--json", save.json, "machine-readable output");
+
+  CheckpointFlags restore;
+  CLI::App* restore_cmd = app.add_subcommand(
+      "restore", "load the resident arrays of a checkpoint made by save");
+  restore_cmd->add_option("DIR", restore.directory, "the checkpoint directory")
+      ->required();
+  coordinator_option(restore_cmd, restore.coordinator);
+  restore_cmd->add_flag("--json", restore.json, "machine-readable output");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -115,5 +245,12 @@ int main(int argc, char** argv) {
   if (up_cmd->parsed()) return UpCommand(up);
   if (status_cmd->parsed()) return StatusCommand(status);
   if (functions_cmd->parsed()) return FunctionsCommand(functions);
+  if (put_cmd->parsed()) return PutCommand(put);
+  if (get_cmd->parsed()) return GetCommand(get);
+  if (ls_cmd->parsed()) return LsCommand(ls);
+  if (rm_cmd->parsed()) return RmCommand(rm);
+  if (tree_cmd->parsed()) return PutTreeCommand(tree);
+  if (save_cmd->parsed()) return SaveCommand(save);
+  if (restore_cmd->parsed()) return RestoreCommand(restore);
   return kExitUsage;
 }

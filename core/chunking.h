@@ -54,6 +54,8 @@ class ChunkSequencer {
   absl::Status Accept(const v1::ArrayChunk& chunk);
   // INVALID_ARGUMENT if any array is incomplete.
   absl::Status Finish() const;
+  // True once every array is complete.
+  bool done() const { return current_ >= sizes_.size(); }
 
  private:
   std::vector<size_t> sizes_;

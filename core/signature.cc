@@ -207,6 +207,14 @@ Signature& Signature::Collective(std::string op) {
   return *this;
 }
 
+Signature& Signature::State(std::string name, bool write, std::string doc) {
+  v1::StateSlotSpec* slot = proto_.add_states();
+  slot->set_name(std::move(name));
+  slot->set_write(write);
+  slot->set_doc(std::move(doc));
+  return *this;
+}
+
 Signature& Signature::Doc(std::string doc) {
   proto_.set_doc(std::move(doc));
   return *this;

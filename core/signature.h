@@ -46,6 +46,8 @@ class Signature {
   Signature& Doc(std::string doc);
   // The jax.lax collective the function performs (see common.proto).
   Signature& Collective(std::string op);
+  // A state slot the function reads (and, with `write`, updates).
+  Signature& State(std::string name, bool write, std::string doc = "");
   const v1::FunctionSignature& proto() const { return proto_; }
 
  private:

@@ -2,10 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <set>
+
 #include "absl/strings/str_cat.h"
 #include "core/chunking.h"
 #include "core/proto_convert.h"
 #include "core/status_util.h"
+#include "server/checkpoint.h"
 #include "server/planner.h"
 
 namespace shardmap {
@@ -19,6 +22,10 @@ absl::StatusOr<std::vector<Tensor>> ReceiveInputs(const JobPlan& plan,
                                                   JobStream* stream) {
   std::vector<Tensor> inputs;
   for (const ArgPlan& a : plan.args) {
+    if (a.resident.has_value()) {
+      inputs.emplace_back(DType::kFloat32, Shape{0});  // the workers fetch it
+      continue;
+    }
     SHARD_ASSIGN_OR_RETURN(Tensor t,
                            Tensor::Create(a.meta.dtype, a.meta.shape));
     inputs.push_back(std::move(t));
@@ -67,9 +74,22 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
   const v1::JobSpec& spec = request.spec();
   spdlog::debug("{}: {} on mesh of {} axes", job_id, spec.function(),
                 spec.mesh().axes_size());
-  absl::StatusOr<JobPlan> plan = PlanJob(spec, [this](const std::string& name) {
-    return pool_->FindFunction(name);
-  });
+  // Jobs that use the same resident arrays are ordered here, before they
+  // plan, so each plans against the versions the one before committed.
+  std::set<std::string> reads, writes;
+  for (const std::string& n : spec.resident_args()) {
+    if (!n.empty()) reads.insert(n);
+  }
+  for (const std::string& n : spec.resident_outputs()) {
+    if (!n.empty()) writes.insert(n);
+  }
+  for (const auto& b : spec.states()) writes.insert(b.name());
+  auto held = locks_->Acquire(reads, writes, deadline);
+  if (!held.ok()) return fail(held.status());
+  absl::StatusOr<JobPlan> plan = PlanJob(
+      spec,
+      [this](const std::string& name) { return pool_->FindFunction(name); },
+      index_);
   if (!plan.ok()) return fail(plan.status());
   if (plan->input_bytes() > options_.max_job_bytes) {
     return fail(absl::ResourceExhaustedError(absl::StrCat(
@@ -85,24 +105,28 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
       runner_->Run(job_id, *plan, *std::move(inputs), *workers, deadline);
   if (!outputs.ok()) return fail(outputs.status());
 
+  held->reset();
   v1::RunJobResponse response;
   v1::JobResult* result = response.mutable_result();
   result->set_job_id(job_id);
   result->set_num_devices(static_cast<int32_t>(plan->mesh.num_devices()));
-  for (const Tensor& t : *outputs) {
-    *result->add_outputs() = HeaderToProto(t.dtype(), t.shape());
+  for (const JobOutput& out : *outputs) {
+    *result->add_outputs() = HeaderToProto(out.meta.dtype, out.meta.shape);
+    result->add_stored_as(out.stored_as);
   }
   result->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
   if (!stream->Write(response)) {
     return fail(absl::CancelledError("client went away"));
   }
   for (size_t i = 0; i < outputs->size(); ++i) {
-    const bool ok = SendTensorChunks(static_cast<uint32_t>(i), (*outputs)[i],
-                                     [&](v1::ArrayChunk&& chunk) {
-                                       v1::RunJobResponse r;
-                                       *r.mutable_chunk() = std::move(chunk);
-                                       return stream->Write(r);
-                                     });
+    if (!(*outputs)[i].data.has_value()) continue;  // stored, not returned
+    const bool ok =
+        SendTensorChunks(static_cast<uint32_t>(i), *(*outputs)[i].data,
+                         [&](v1::ArrayChunk&& chunk) {
+                           v1::RunJobResponse r;
+                           *r.mutable_chunk() = std::move(chunk);
+                           return stream->Write(r);
+                         });
     if (!ok) return fail(absl::CancelledError("client went away"));
   }
   ++completed_;
@@ -132,6 +156,66 @@ grpc::Status CoordinatorService::GetClusterStatus(
   response->set_jobs_completed(completed_);
   response->set_jobs_failed(failed_);
   response->set_version(SHARDMAP_VERSION);
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::ListArrays(
+    grpc::ServerContext* context, const v1::ListArraysRequest* request,
+    v1::ListArraysResponse* response) {
+  for (auto& info : index_->List(request->prefix())) {
+    *response->add_arrays() = std::move(info);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::DeleteArray(
+    grpc::ServerContext* context, const v1::DeleteArrayRequest* request,
+    v1::DeleteArrayResponse* response) {
+  auto held = locks_->Acquire({}, {request->name()},
+                              absl::Now() + options_.max_job_time);
+  if (!held.ok()) return ToGrpcStatus(held.status());
+  auto removed = index_->Remove(request->name());
+  if (!removed.ok()) return ToGrpcStatus(removed.status());
+  // Freeing the blocks is best effort: a worker that is gone has freed
+  // them already.
+  for (const std::string& address : removed->addresses) {
+    absl::Status s = calls_->DropArray(address, request->name());
+    if (!s.ok()) {
+      spdlog::info("dropping '{}' on {}: {}", request->name(), address,
+                   std::string(s.message()));
+    }
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::SaveCheckpoint(
+    grpc::ServerContext* context, const v1::CheckpointRequest* request,
+    v1::CheckpointResponse* response) {
+  // Hold every array still while it is written.
+  std::set<std::string> names;
+  for (const auto& a : index_->All()) names.insert(a.name);
+  auto held = locks_->Acquire(names, {}, absl::Now() + options_.max_job_time);
+  if (!held.ok()) return ToGrpcStatus(held.status());
+  auto saved = shardmap::SaveCheckpoint(request->directory(), *index_, *calls_);
+  if (!saved.ok()) return ToGrpcStatus(saved.status());
+  for (const auto& a : *saved)
+    *response->add_arrays() = ResidentIndex::ToInfo(a, false);
+  spdlog::info("saved {} resident arrays to {}", saved->size(),
+               request->directory());
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::RestoreCheckpoint(
+    grpc::ServerContext* context, const v1::CheckpointRequest* request,
+    v1::CheckpointResponse* response) {
+  auto restored = shardmap::RestoreCheckpoint(request->directory(), *index_,
+                                              *pool_, *calls_);
+  if (!restored.ok()) return ToGrpcStatus(restored.status());
+  for (const auto& a : *restored) {
+    *response->add_arrays() = ResidentIndex::ToInfo(a, false);
+  }
+  spdlog::info("restored {} resident arrays from {}", restored->size(),
+               request->directory());
   return grpc::Status::OK;
 }
 

@@ -12,6 +12,9 @@
 #include "absl/time/time.h"
 #include "server/deadline_watchdog.h"
 #include "server/job_runner.h"
+#include "server/name_locks.h"
+#include "server/resident_index.h"
+#include "server/worker_calls.h"
 #include "server/worker_pool.h"
 #include "shardmap/v1/coordinator.grpc.pb.h"
 #include "shardmap/v1/registry.grpc.pb.h"
@@ -27,8 +30,15 @@ class CoordinatorService final : public v1::Coordinator::Service {
     uint64_t max_job_bytes = uint64_t{16} << 30;
   };
   CoordinatorService(const Options& options, WorkerPool* pool,
-                     JobRunner* runner, DeadlineWatchdog* watchdog)
-      : options_(options), pool_(pool), runner_(runner), watchdog_(watchdog) {}
+                     JobRunner* runner, DeadlineWatchdog* watchdog,
+                     ResidentIndex* index, NameLocks* locks, WorkerCalls* calls)
+      : options_(options),
+        pool_(pool),
+        runner_(runner),
+        watchdog_(watchdog),
+        index_(index),
+        locks_(locks),
+        calls_(calls) {}
 
   grpc::Status RunJob(
       grpc::ServerContext* context,
@@ -40,12 +50,27 @@ class CoordinatorService final : public v1::Coordinator::Service {
   grpc::Status GetClusterStatus(grpc::ServerContext* context,
                                 const v1::ClusterStatusRequest* request,
                                 v1::ClusterStatusResponse* response) override;
+  grpc::Status ListArrays(grpc::ServerContext* context,
+                          const v1::ListArraysRequest* request,
+                          v1::ListArraysResponse* response) override;
+  grpc::Status DeleteArray(grpc::ServerContext* context,
+                           const v1::DeleteArrayRequest* request,
+                           v1::DeleteArrayResponse* response) override;
+  grpc::Status SaveCheckpoint(grpc::ServerContext* context,
+                              const v1::CheckpointRequest* request,
+                              v1::CheckpointResponse* response) override;
+  grpc::Status RestoreCheckpoint(grpc::ServerContext* context,
+                                 const v1::CheckpointRequest* request,
+                                 v1::CheckpointResponse* response) override;
 
  private:
   const Options options_;
   WorkerPool* const pool_;            // Not owned.
   JobRunner* const runner_;           // Not owned.
   DeadlineWatchdog* const watchdog_;  // Not owned.
+  ResidentIndex* const index_;        // Not owned.
+  NameLocks* const locks_;            // Not owned.
+  WorkerCalls* const calls_;          // Not owned.
   std::atomic<int64_t> next_job_{0};
   std::atomic<int64_t> completed_{0};
   std::atomic<int64_t> failed_{0};

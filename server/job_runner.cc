@@ -9,13 +9,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "core/block_math.h"
 #include "core/chunking.h"
 #include "core/proto_convert.h"
 #include "core/status_util.h"
 
 namespace shardmap {
-namespace {
 
 // What one device sent back.
 struct DeviceResult {
@@ -23,6 +23,8 @@ struct DeviceResult {
   std::vector<uint64_t> digests;
   std::vector<std::optional<Tensor>> blocks;  // only representatives'
 };
+
+namespace {
 
 // Shared by the device threads of one job: the first failure cancels the
 // other devices' streams.
@@ -84,7 +86,23 @@ struct JobHeader {
   const std::vector<WorkerPool::Worker>* workers;
   const std::vector<uint64_t>* tickets;
   absl::Duration collective_timeout;
+  const std::vector<uint64_t>* output_versions;  // per output
+  const std::vector<uint64_t>* state_versions;   // per state
+  bool two_phase;
 };
+
+v1::ResidentSource SourceOf(const ResidentArray& a,
+                            const PartitionSpec& job_spec) {
+  v1::ResidentSource src;
+  src.set_name(a.name);
+  src.set_version(a.version);
+  *src.mutable_header() = HeaderToProto(a.meta.dtype, a.meta.shape);
+  *src.mutable_mesh() = MeshToProto(a.mesh);
+  *src.mutable_spec() = SpecToProto(a.spec);
+  for (const std::string& address : a.addresses) src.add_holders(address);
+  *src.mutable_job_spec() = SpecToProto(job_spec);
+  return src;
+}
 
 absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
                                        const JobPlan& plan, int64_t d,
@@ -109,12 +127,38 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
     *job->add_args() = HeaderToProto(a.meta.dtype, a.layout.block_shape());
   }
   const int num_outputs = static_cast<int>(plan.out_specs.size());
+  auto stored = [&](int o) {
+    return o < static_cast<int>(plan.resident_outputs.size()) &&
+           !plan.resident_outputs[o].empty();
+  };
   for (int o = 0; o < num_outputs; ++o) {
-    job->add_send_outputs(plan.IsOutputRepresentative(o, d));
+    job->add_send_outputs(!stored(o) && plan.IsOutputRepresentative(o, d));
   }
+  for (const ArgPlan& a : plan.args) {
+    *job->add_resident_args() = a.resident.has_value()
+                                    ? SourceOf(*a.resident, a.spec)
+                                    : v1::ResidentSource();
+  }
+  for (int o = 0; o < static_cast<int>(plan.resident_outputs.size()); ++o) {
+    v1::ResidentTarget* t = job->add_resident_outputs();
+    if (!stored(o)) continue;
+    t->set_name(plan.resident_outputs[o]);
+    t->set_version((*common.output_versions)[o]);
+    *t->mutable_spec() = SpecToProto(plan.out_specs[o]);
+  }
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    const StatePlan& st = plan.states[i];
+    v1::StateSlot* slot = job->add_states();
+    slot->set_slot(st.slot);
+    *slot->mutable_source() = SourceOf(st.array, st.spec);
+    slot->set_write(st.write);
+    slot->set_write_version((*common.state_versions)[i]);
+  }
+  job->set_two_phase(common.two_phase);
   bool ok = ch.Write(request);
   for (size_t i = 0; ok && i < plan.args.size(); ++i) {
     const ArgPlan& a = plan.args[i];
+    if (a.resident.has_value()) continue;  // the worker fetches it
     BlockRegion region(a.layout.global_shape(), a.layout.block_shape(),
                        a.layout.BlockOrigin(d), ItemSize(a.meta.dtype));
     const uint8_t* base = inputs[i].data();
@@ -129,7 +173,8 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
           return ch.Write(r);
         });
   }
-  if (ok) ch.WritesDone();
+  // A two-phase job keeps its stream open for the commit decision.
+  if (ok && !common.two_phase) ch.WritesDone();
 
   DeviceResult result;
   v1::ShardResponse response;
@@ -148,7 +193,7 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
       if (!meta.ok()) return Abandon(ch, meta.status());
       result.outputs.push_back(*meta);
       result.digests.push_back(response.outputs().digests(o));
-      if (plan.IsOutputRepresentative(o, d)) {
+      if (!stored(o) && plan.IsOutputRepresentative(o, d)) {
         auto t = Tensor::Create(meta->dtype, meta->shape);
         if (!t.ok()) return Abandon(ch, t.status());
         result.blocks.emplace_back(*std::move(t));
@@ -164,21 +209,39 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
       }
     }
     ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "output");
-    while (ch.Read(&response)) {
+    while (!sequencer.done() && ch.Read(&response)) {
       absl::Status s =
           response.has_chunk()
               ? sequencer.Accept(response.chunk())
               : absl::InternalError("unexpected message after outputs");
       if (!s.ok()) return Abandon(ch, s);
     }
+    if (!sequencer.done()) {
+      SHARD_RETURN_IF_ERROR(ch.Finish());
+      SHARD_RETURN_IF_ERROR(sequencer.Finish());
+    }
+    if (common.two_phase) return result;  // Decide() ends the stream.
+    while (ch.Read(&response)) {
+    }
     SHARD_RETURN_IF_ERROR(ch.Finish());
-    SHARD_RETURN_IF_ERROR(sequencer.Finish());
     return result;
   }
   absl::Status s = ch.Finish();
   if (s.ok())
     s = absl::InternalError("worker closed the stream without outputs");
   return s;
+}
+
+// Sends a two-phase job's decision and ends its stream.
+absl::Status Decide(ShardChannel& ch, bool commit) {
+  v1::ShardRequest decision;
+  decision.mutable_decision()->set_commit(commit);
+  ch.Write(decision);
+  ch.WritesDone();
+  v1::ShardResponse ignored;
+  while (ch.Read(&ignored)) {
+  }
+  return ch.Finish();
 }
 
 std::string AxesList(const std::vector<std::string>& axes) {
@@ -202,34 +265,61 @@ std::vector<uint64_t> JobRunner::IssueTickets(
   return tickets;
 }
 
-absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
+absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
     const std::string& job_id, const JobPlan& plan, std::vector<Tensor> inputs,
     const std::vector<WorkerPool::Worker>& workers, absl::Time deadline) {
   const int64_t n = plan.mesh.num_devices();
   std::vector<absl::StatusOr<DeviceResult>> results;
-  for (int64_t d = 0; d < n; ++d)
+  for (int64_t d = 0; d < n; ++d) {
     results.emplace_back(absl::UnknownError("not run"));
+  }
   const std::vector<uint64_t> tickets = IssueTickets(workers);
-  const JobHeader header{&workers, &tickets, options_.collective_timeout};
+  std::vector<uint64_t> output_versions(plan.resident_outputs.size(), 0);
+  std::vector<uint64_t> state_versions(plan.states.size(), 0);
+  const bool two_phase = plan.writes_residents();
+  if (two_phase && index_ == nullptr) {
+    return absl::FailedPreconditionError(
+        "this server keeps no resident arrays");
+  }
+  for (size_t o = 0; o < output_versions.size(); ++o) {
+    if (!plan.resident_outputs[o].empty())
+      output_versions[o] = index_->NextVersion();
+  }
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    if (plan.states[i].write) state_versions[i] = index_->NextVersion();
+  }
+  const JobHeader header{
+      &workers,         &tickets,        options_.collective_timeout,
+      &output_versions, &state_versions, two_phase};
   JobAbort abort(n);
   // Set by this thread when a worker stops being live mid-job.
   std::vector<absl::Status> lost(n);
+  // A two-phase job's device threads wait here for the decision.
+  absl::Notification decided;
+  bool commit = false;  // written before `decided` is notified
+  std::vector<absl::Status> ended(n);
+  std::vector<std::thread> threads;
   {
     absl::Mutex done_mu;
     int64_t done = 0;
     std::vector<bool> finished(n, false);
-    std::vector<std::thread> threads;
     for (int64_t d = 0; d < n; ++d) {
       threads.emplace_back([&, d] {
         std::unique_ptr<ShardChannel> ch =
             connector_->Open(workers[d].address, deadline);
         abort.Attach(d, ch.get());
         results[d] = RunDevice(job_id, plan, d, header, inputs, *ch);
-        abort.Detach(d);
         if (!results[d].ok()) abort.Abort();
-        absl::MutexLock lock(&done_mu);
-        ++done;
-        finished[d] = true;
+        {
+          absl::MutexLock lock(&done_mu);
+          ++done;
+          finished[d] = true;
+        }
+        if (two_phase && results[d].ok()) {
+          decided.WaitForNotification();
+          ended[d] = Decide(*ch, commit);
+        }
+        abort.Detach(d);
       });
     }
     auto all_done = [&]() ABSL_SHARED_LOCKS_REQUIRED(done_mu) {
@@ -248,8 +338,69 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
       done_mu.Lock();
     }
     done_mu.Unlock();
-    for (std::thread& t : threads) t.join();
   }
+  inputs.clear();
+  absl::StatusOr<std::vector<JobOutput>> outcome =
+      Collect(job_id, plan, workers, lost, results);
+  // Stored outputs may not replace arrays of another shape without
+  // overwrite; that is known only now.
+  for (size_t o = 0; outcome.ok() && o < plan.resident_outputs.size(); ++o) {
+    if (plan.resident_outputs[o].empty()) continue;
+    absl::Status s = index_->CheckWrite(plan.resident_outputs[o],
+                                        (*outcome)[o].meta, plan.overwrite);
+    if (!s.ok()) outcome = s;
+  }
+  commit = two_phase && outcome.ok();
+  decided.Notify();
+  for (std::thread& t : threads) t.join();
+  if (!commit) return outcome;
+  for (int64_t d = 0; d < n; ++d) {
+    if (!ended[d].ok()) {
+      return absl::InternalError(absl::StrCat(
+          "job ", job_id, " committed, but ", DeviceName(plan, d, workers[d]),
+          " did not confirm: ", ended[d].message(),
+          "; the resident arrays it writes may be inconsistent"));
+    }
+  }
+  // The workers hold the new versions: publish them.
+  std::vector<std::string> ids, addresses;
+  for (const auto& w : workers) {
+    ids.push_back(w.id);
+    addresses.push_back(w.address);
+  }
+  for (size_t o = 0; o < plan.resident_outputs.size(); ++o) {
+    if (plan.resident_outputs[o].empty()) continue;
+    ResidentArray a;
+    a.name = plan.resident_outputs[o];
+    a.meta = (*outcome)[o].meta;
+    a.mesh = plan.mesh;
+    a.spec = plan.out_specs[o];
+    a.worker_ids = ids;
+    a.addresses = addresses;
+    a.version = output_versions[o];
+    index_->Commit(std::move(a));
+    (*outcome)[o].stored_as = plan.resident_outputs[o];
+  }
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    const StatePlan& st = plan.states[i];
+    if (!st.write) continue;
+    ResidentArray a = st.array;
+    a.mesh = plan.mesh;
+    a.spec = st.spec.unsplit() ? PartitionSpec() : st.spec;
+    a.worker_ids = ids;
+    a.addresses = addresses;
+    a.version = state_versions[i];
+    index_->Commit(std::move(a));
+  }
+  return outcome;
+}
+
+absl::StatusOr<std::vector<JobOutput>> JobRunner::Collect(
+    const std::string& job_id, const JobPlan& plan,
+    const std::vector<WorkerPool::Worker>& workers,
+    const std::vector<absl::Status>& lost,
+    std::vector<absl::StatusOr<DeviceResult>>& results) {
+  const int64_t n = plan.mesh.num_devices();
   for (int64_t d = 0; d < n; ++d) {
     if (!lost[d].ok()) {
       results[d] = absl::UnavailableError(
@@ -257,8 +408,6 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
                        plan.function.name(), " for job ", job_id));
     }
   }
-  inputs.clear();
-
   // Report the root cause: a device's own error, not the CANCELLED its
   // failure caused on the others.
   std::optional<absl::Status> first;
@@ -291,7 +440,7 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
   }
 
   const std::string fn = plan.function.name();
-  std::vector<Tensor> outputs;
+  std::vector<JobOutput> outputs;
   for (size_t o = 0; o < plan.out_specs.size(); ++o) {
     const ArrayMeta& meta0 = results[0]->outputs[o];
     for (int64_t d = 1; d < n; ++d) {
@@ -338,6 +487,12 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
             "pass --no-check-rep to skip this check"));
       }
     }
+    JobOutput result;
+    result.meta = ArrayMeta{meta0.dtype, layout.global_shape()};
+    if (o < plan.resident_outputs.size() && !plan.resident_outputs[o].empty()) {
+      outputs.push_back(std::move(result));  // stays on the workers
+      continue;
+    }
     SHARD_ASSIGN_OR_RETURN(Tensor out,
                            Tensor::Create(meta0.dtype, layout.global_shape(),
                                           options_.max_output_bytes));
@@ -349,7 +504,8 @@ absl::StatusOr<std::vector<Tensor>> JobRunner::Run(
       region.CopyIn(block->data(), 0, region.num_bytes(), out.data());
       block.reset();
     }
-    outputs.push_back(std::move(out));
+    result.data = std::move(out);
+    outputs.push_back(std::move(result));
   }
   return outputs;
 }

@@ -11,6 +11,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,10 +20,21 @@
 #include "absl/time/time.h"
 #include "core/tensor.h"
 #include "server/planner.h"
+#include "server/resident_index.h"
 #include "server/shard_channel.h"
 #include "server/worker_pool.h"
 
 namespace shardmap {
+
+// What one device sent back (defined in job_runner.cc).
+struct DeviceResult;
+
+// One output of a job: returned (data set) or stored as a resident array.
+struct JobOutput {
+  ArrayMeta meta;  // the whole output
+  std::optional<Tensor> data;
+  std::string stored_as;
+};
 
 class JobRunner {
  public:
@@ -40,26 +52,37 @@ class JobRunner {
     // workers' default).
     absl::Duration collective_timeout = absl::ZeroDuration();
   };
-  JobRunner(const Options& options, WorkerConnector* connector)
-      : options_(options), connector_(connector) {}
+  // `index` may be null: jobs then cannot use resident arrays.
+  JobRunner(const Options& options, WorkerConnector* connector,
+            ResidentIndex* index = nullptr)
+      : options_(options), connector_(connector), index_(index) {}
 
   // Runs `plan` with `inputs` (whole arrays, one per argument); device i
   // runs on workers[i]. Errors: whatever a device returned (annotated with
   // the device and worker), UNAVAILABLE for a lost worker,
   // DEADLINE_EXCEEDED, INVALID_ARGUMENT for outputs that do not fit their
   // out_specs or break check_rep.
-  absl::StatusOr<std::vector<Tensor>> Run(
+  // A job that writes resident arrays commits on every worker only if all
+  // devices succeed (two-phase); then the index publishes the new versions.
+  absl::StatusOr<std::vector<JobOutput>> Run(
       const std::string& job_id, const JobPlan& plan,
       std::vector<Tensor> inputs,
       const std::vector<WorkerPool::Worker>& workers, absl::Time deadline);
 
  private:
+  // Checks and assembles the outputs once every device has answered.
+  absl::StatusOr<std::vector<JobOutput>> Collect(
+      const std::string& job_id, const JobPlan& plan,
+      const std::vector<WorkerPool::Worker>& workers,
+      const std::vector<absl::Status>& lost,
+      std::vector<absl::StatusOr<DeviceResult>>& results);
   // Hands out each worker's next job tickets; see worker/job_sequencer.h.
   std::vector<uint64_t> IssueTickets(
       const std::vector<WorkerPool::Worker>& workers);
 
   const Options options_;
   WorkerConnector* const connector_;  // Not owned.
+  ResidentIndex* const index_;        // Not owned; may be null.
   absl::Mutex tickets_mu_;
   std::map<std::string, uint64_t> next_ticket_ ABSL_GUARDED_BY(tickets_mu_);
 };

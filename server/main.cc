@@ -56,11 +56,16 @@ int main(int argc, char** argv) {
     return pool.CheckLive(w.id);
   };
   runner_options.collective_timeout = absl::Seconds(collective_timeout);
-  JobRunner runner(runner_options, &connector);
+  ResidentIndex index(
+      [&pool](const std::string& id) { return pool.CheckLive(id).ok(); });
+  NameLocks locks;
+  WorkerCalls calls;
+  JobRunner runner(runner_options, &connector, &index);
   DeadlineWatchdog watchdog;
   CoordinatorService::Options service_options;
   service_options.max_job_time = absl::Seconds(max_job_seconds);
-  CoordinatorService coordinator(service_options, &pool, &runner, &watchdog);
+  CoordinatorService coordinator(service_options, &pool, &runner, &watchdog,
+                                 &index, &locks, &calls);
   RegistryService registry(&pool);
 
   grpc::EnableDefaultHealthCheckService(true);

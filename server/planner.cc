@@ -37,8 +37,40 @@ std::string SpecName(absl::string_view field, int i, int count) {
 
 uint64_t JobPlan::input_bytes() const {
   uint64_t total = 0;
-  for (const ArgPlan& a : args) total += a.meta.num_bytes();
+  for (const ArgPlan& a : args) {
+    if (!a.resident.has_value()) total += a.meta.num_bytes();
+  }
   return total;
+}
+
+bool JobPlan::writes_residents() const {
+  for (const auto& n : resident_outputs) {
+    if (!n.empty()) return true;
+  }
+  for (const auto& st : states) {
+    if (st.write) return true;
+  }
+  return false;
+}
+
+std::set<std::string> JobPlan::reads() const {
+  std::set<std::string> out;
+  for (const ArgPlan& a : args) {
+    if (a.resident.has_value()) out.insert(a.resident->name);
+  }
+  for (const StatePlan& st : states) out.insert(st.array.name);
+  return out;
+}
+
+std::set<std::string> JobPlan::writes() const {
+  std::set<std::string> out;
+  for (const auto& n : resident_outputs) {
+    if (!n.empty()) out.insert(n);
+  }
+  for (const StatePlan& st : states) {
+    if (st.write) out.insert(st.array.name);
+  }
+  return out;
 }
 
 bool JobPlan::IsOutputRepresentative(int o, int64_t device) const {
@@ -52,7 +84,8 @@ bool JobPlan::IsOutputRepresentative(int o, int64_t device) const {
 }
 
 absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
-                                const FunctionLookup& lookup) {
+                                const FunctionLookup& lookup,
+                                const ResidentIndex* index) {
   auto mesh = MeshFromProto(spec.mesh());
   if (!mesh.ok()) return Annotate(mesh.status(), "mesh");
   JobPlan plan;
@@ -111,8 +144,20 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
   for (int i = 0; i < spec.args_size(); ++i) {
     const std::string value = absl::StrCat("args[", i, "]");
     const std::string what = SpecName("in_specs", i, spec.in_specs_size());
-    SHARD_ASSIGN_OR_RETURN(ArrayMeta meta,
-                           HeaderFromProto(spec.args(i), value));
+    std::optional<ResidentArray> resident;
+    if (i < spec.resident_args_size() && !spec.resident_args(i).empty()) {
+      if (index == nullptr) {
+        return absl::InvalidArgumentError(
+            "this server keeps no resident arrays");
+      }
+      SHARD_ASSIGN_OR_RETURN(resident, index->Find(spec.resident_args(i)));
+    }
+    ArrayMeta meta;
+    if (resident.has_value()) {
+      meta = resident->meta;
+    } else {
+      SHARD_ASSIGN_OR_RETURN(meta, HeaderFromProto(spec.args(i), value));
+    }
     const PartitionSpec& s = in_specs[i];
     const PartitionSpec effective = s.unsplit() ? PartitionSpec() : s;
     SHARD_ASSIGN_OR_RETURN(
@@ -122,7 +167,8 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
             absl::StrCat(value, " (", ShapeString(meta.dtype, meta.shape),
                          ")")));
     dtypes.push_back(meta.dtype);
-    plan.args.push_back(ArgPlan{meta, s, std::move(layout)});
+    plan.args.push_back(
+        ArgPlan{meta, s, std::move(layout), std::move(resident)});
   }
 
   SHARD_ASSIGN_OR_RETURN(nlohmann::json kwargs,
@@ -134,6 +180,60 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
   for (const ArgPlan& a : plan.args) blocks.push_back(a.layout.block_shape());
   SHARD_RETURN_IF_ERROR(CheckCollectiveCall(fn, plan.function.collective(),
                                             plan.mesh, blocks, resolved));
+
+  // Stored outputs and states.
+  if (spec.resident_outputs_size() > 0 &&
+      spec.resident_outputs_size() != plan.function.num_outputs()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "resident_outputs has ", spec.resident_outputs_size(), " entries but ",
+        fn, " has ", plan.function.num_outputs(), " outputs"));
+  }
+  for (const std::string& name : spec.resident_outputs()) {
+    if (!name.empty()) SHARD_RETURN_IF_ERROR(ResidentIndex::ValidateName(name));
+    plan.resident_outputs.push_back(name);
+  }
+  plan.overwrite = spec.overwrite();
+  for (const v1::StateBinding& b : spec.states()) {
+    const v1::StateSlotSpec* slot = nullptr;
+    for (const auto& s : plan.function.states()) {
+      if (s.name() == b.slot()) slot = &s;
+    }
+    if (slot == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          fn, " has no state slot '", b.slot(), "'",
+          plan.function.states_size() == 0 ? "; it takes no states" : ""));
+    }
+  }
+  for (const auto& slot : plan.function.states()) {
+    const v1::StateBinding* binding = nullptr;
+    for (const auto& b : spec.states()) {
+      if (b.slot() == slot.name()) binding = &b;
+    }
+    if (binding == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          fn, " needs its state '", slot.name(),
+          "' bound to a resident array: --state ", slot.name(), "=NAME"));
+    }
+    if (index == nullptr) {
+      return absl::InvalidArgumentError("this server keeps no resident arrays");
+    }
+    StatePlan st;
+    st.slot = slot.name();
+    st.write = slot.write();
+    SHARD_ASSIGN_OR_RETURN(st.array, index->Find(binding->name()));
+    st.spec =
+        binding->has_spec() ? SpecFromProto(binding->spec()) : PartitionSpec();
+    SHARD_RETURN_IF_ERROR(
+        BlockLayout::Create(
+            plan.mesh, st.spec.unsplit() ? PartitionSpec() : st.spec,
+            st.array.meta.shape,
+            absl::StrCat("the spec of state '", st.slot, "'"),
+            absl::StrCat("resident array '", st.array.name, "' (",
+                         ShapeString(st.array.meta.dtype, st.array.meta.shape),
+                         ")"))
+            .status());
+    plan.states.push_back(std::move(st));
+  }
 
   return plan;
 }

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "core/mesh.h"
 #include "core/partition_spec.h"
 #include "core/proto_convert.h"
+#include "server/resident_index.h"
 #include "shardmap/v1/coordinator.pb.h"
 
 namespace shardmap {
@@ -27,6 +29,16 @@ struct ArgPlan {
   // How the argument splits; an unsplit (None) spec uses P(), so every
   // device gets the whole array.
   BlockLayout layout;
+  // Set when the argument is a resident array the workers fetch.
+  std::optional<ResidentArray> resident;
+};
+
+// A state slot of the function bound to a resident array.
+struct StatePlan {
+  std::string slot;
+  ResidentArray array;
+  PartitionSpec spec;  // its sharding in this job (P() by default)
+  bool write = false;
 };
 
 struct JobPlan {
@@ -38,6 +50,16 @@ struct JobPlan {
   // The keyword arguments with defaults filled in, as JSON text.
   std::string kwargs_json;
   bool check_rep = true;
+  // Per output: the resident array to store it as, or empty.
+  std::vector<std::string> resident_outputs;
+  bool overwrite = false;
+  std::vector<StatePlan> states;
+
+  // True if the job writes resident arrays (stored outputs or states).
+  bool writes_residents() const;
+  // The resident names the job reads and writes, for NameLocks.
+  std::set<std::string> reads() const;
+  std::set<std::string> writes() const;
 
   uint64_t input_bytes() const;
   // Whether `device` is the one whose copy of output `o` the coordinator
@@ -49,9 +71,12 @@ using FunctionLookup =
     std::function<absl::StatusOr<v1::FunctionSignature>(const std::string&)>;
 
 // Errors: INVALID_ARGUMENT naming the argument, dimension or axis;
-// NOT_FOUND for an unknown function (from `lookup`).
+// NOT_FOUND for an unknown function (from `lookup`) or resident array;
+// FAILED_PRECONDITION for a lost resident array. `index` may be null when
+// the job names no resident arrays.
 absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
-                                const FunctionLookup& lookup);
+                                const FunctionLookup& lookup,
+                                const ResidentIndex* index = nullptr);
 
 }  // namespace shardmap
 

@@ -32,6 +32,12 @@ struct CallContext {
   // The job's collectives; null when the job runs without peers (a kernel
   // that needs it then fails with FAILED_PRECONDITION). Not owned.
   Communicator* comm = nullptr;
+  // This device's blocks of the function's state slots (brainstate
+  // State), by slot name as the signature declares them. A kernel updates
+  // a slot it declares `write` in place (or assigns a new tensor of the
+  // same dtype and shape); the new value is stored only if the whole job
+  // succeeds. Null when the function has no states. Not owned.
+  std::map<std::string, Tensor>* states = nullptr;
 };
 
 // A kernel gets its blocks (it may consume them) and the keyword arguments
@@ -64,6 +70,8 @@ class FunctionRegistry {
 // global_sum.
 void RegisterBuiltins(FunctionRegistry& registry);
 void RegisterCollectiveBuiltins(FunctionRegistry& registry);
+// Registers the functions with state slots: accumulate, linear_sgd_step.
+void RegisterStateBuiltins(FunctionRegistry& registry);
 
 }  // namespace shardmap
 

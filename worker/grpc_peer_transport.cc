@@ -21,6 +21,11 @@ void PeerNetwork::set_my_address(const std::string& address) {
   options_.my_address = address;
 }
 
+std::string PeerNetwork::my_address() {
+  absl::MutexLock lock(&mu_);
+  return options_.my_address;
+}
+
 std::shared_ptr<PeerLink> PeerNetwork::Link(const std::string& address) {
   absl::MutexLock lock(&mu_);
   Peer& peer = peers_[address];

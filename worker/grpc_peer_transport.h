@@ -35,6 +35,7 @@ class PeerNetwork {
   // The address is known only once the server has bound its port; set it
   // before the worker registers (so before any job arrives).
   void set_my_address(const std::string& address);
+  std::string my_address();
   // A live link to `address`, opened now if there is none or it broke.
   std::shared_ptr<PeerLink> Link(const std::string& address);
 

@@ -16,6 +16,7 @@
 #include "worker/grpc_peer_transport.h"
 #include "worker/job_sequencer.h"
 #include "worker/peer_service.h"
+#include "worker/resident_store.h"
 #include "worker/shard_executor.h"
 #include "worker/worker_service.h"
 
@@ -56,6 +57,7 @@ int main(int argc, char** argv) {
   FunctionRegistry registry;
   RegisterBuiltins(registry);
   RegisterCollectiveBuiltins(registry);
+  RegisterStateBuiltins(registry);
   ShardExecutor executor(&registry);
   JobSequencer sequencer(JobSequencer::Options{});
 
@@ -77,7 +79,9 @@ int main(int argc, char** argv) {
   PeerService peer_service(network->inbox());
   WorkerService::Options service_options;
   service_options.collective_timeout = absl::Seconds(collective_timeout);
-  WorkerService service(service_options, &executor, network.get(), &sequencer);
+  ResidentStore store;
+  WorkerService service(service_options, &executor, network.get(), &sequencer,
+                        &store);
   builder.RegisterService(&service);
   builder.RegisterService(&peer_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();

@@ -7,7 +7,8 @@
 namespace shardmap {
 
 absl::StatusOr<std::vector<Tensor>> ShardExecutor::Run(
-    ShardCall call, Communicator* comm) const {
+    ShardCall call, Communicator* comm,
+    std::map<std::string, Tensor>* states) const {
   SHARD_ASSIGN_OR_RETURN(const FunctionDef* def,
                          registry_->Find(call.function));
   SHARD_ASSIGN_OR_RETURN(nlohmann::json kwargs, ParseKwargs(call.kwargs_json));
@@ -25,6 +26,7 @@ absl::StatusOr<std::vector<Tensor>> ShardExecutor::Run(
   ctx.device_id = call.device_id;
   ctx.coords = call.mesh.Coords(call.device_id);
   ctx.comm = comm;
+  ctx.states = states;
   absl::StatusOr<std::vector<Tensor>> outputs;
   try {
     outputs = def->kernel(ctx, call.args, resolved);

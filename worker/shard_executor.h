@@ -33,8 +33,10 @@ class ShardExecutor {
   // not fit the signature, or the kernel rejects the shapes), and whatever
   // the kernel returns. The device id is in every message.
   // `comm` gives the kernel its collectives; null for a job without peers.
-  absl::StatusOr<std::vector<Tensor>> Run(ShardCall call,
-                                          Communicator* comm = nullptr) const;
+  // `states` holds the function's state slots (see CallContext).
+  absl::StatusOr<std::vector<Tensor>> Run(
+      ShardCall call, Communicator* comm = nullptr,
+      std::map<std::string, Tensor>* states = nullptr) const;
 
  private:
   const FunctionRegistry* const registry_;  // Not owned.

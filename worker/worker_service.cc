@@ -2,11 +2,16 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
+#include "core/block_math.h"
 #include "core/chunking.h"
 #include "core/digest.h"
+#include "core/npy.h"
 #include "core/proto_convert.h"
 #include "core/status_util.h"
+#include "worker/block_fetch.h"
 #include "worker/communicator.h"
 
 namespace shardmap {
@@ -34,6 +39,11 @@ absl::StatusOr<ShardCall> ReceiveCall(
   send_outputs->assign(job.send_outputs().begin(), job.send_outputs().end());
   uint64_t total = 0;
   for (int i = 0; i < job.args_size(); ++i) {
+    if (i < job.resident_args_size() && !job.resident_args(i).name().empty()) {
+      // Fetched from its holders once the job's turn comes.
+      call.args.emplace_back(DType::kFloat32, Shape{0});
+      continue;
+    }
     SHARD_ASSIGN_OR_RETURN(
         ArrayMeta meta,
         HeaderFromProto(job.args(i), absl::StrCat("args[", i, "]")));
@@ -47,7 +57,9 @@ absl::StatusOr<ShardCall> ReceiveCall(
     call.args.push_back(std::move(t));
   }
   ChunkSequencer sequencer = ChunkSequencer::ForTensors(call.args, "argument");
-  while (stream->Read(&request)) {
+  // Stop at the last byte rather than at the coordinator's half-close: a
+  // two-phase job's stream stays open for the commit decision.
+  while (!sequencer.done() && stream->Read(&request)) {
     if (!request.has_chunk()) {
       return absl::InvalidArgumentError("a second ShardJob in one stream");
     }
@@ -124,13 +136,27 @@ grpc::Status WorkerService::RunShard(
     comm = std::make_unique<Communicator>(&mesh, device, transport.get(),
                                           Communicator::Options{});
   }
+  // Resident arguments and states: this device's blocks, by the job's
+  // specs, gathered from the workers that hold them.
+  std::map<std::string, Tensor> states;
+  if (absl::Status s =
+          FetchResidents(header, mesh, device, deadline, &call->args, &states);
+      !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   absl::StatusOr<std::vector<Tensor>> outputs =
-      executor_->Run(*std::move(call), comm.get());
+      executor_->Run(*std::move(call), comm.get(),
+                     header.states_size() > 0 ? &states : nullptr);
   // The next job may start its collectives while this one streams back.
   comm.reset();
   transport.reset();
   turn.reset();
   if (!outputs.ok()) return ToGrpcStatus(outputs.status());
+  if (absl::Status s = StageWrites(header, mesh, device, *outputs, &states);
+      !s.ok()) {
+    store_->Abort(job_id);
+    return ToGrpcStatus(s);
+  }
   if (context->IsCancelled()) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "job cancelled");
   }
@@ -153,9 +179,173 @@ grpc::Status WorkerService::RunShard(
                                        return stream->Write(r);
                                      });
     if (!ok) {
+      store_->Abort(job_id);
       return grpc::Status(grpc::StatusCode::CANCELLED, "coordinator went away");
     }
   }
+  if (header.two_phase()) {
+    // Hold the writes until the coordinator has every device's outputs
+    // and decides; anything but a commit (a broken stream, a cancel, the
+    // deadline) drops them.
+    v1::ShardRequest decision;
+    if (stream->Read(&decision) && decision.has_decision() &&
+        decision.decision().commit()) {
+      store_->Commit(job_id);
+    } else {
+      store_->Abort(job_id);
+    }
+  }
+  return grpc::Status::OK;
+}
+
+absl::Status WorkerService::FetchResidents(
+    const v1::ShardJob& header, const Mesh& mesh, int64_t device,
+    absl::Time deadline, std::vector<Tensor>* args,
+    std::map<std::string, Tensor>* states) {
+  const std::string me = network_ != nullptr ? network_->my_address() : "";
+  auto read = [this](const std::string& address,
+                     const v1::ReadBlockRequest& request, absl::Time d) {
+    return reader_.Read(address, request, d);
+  };
+  for (int i = 0; i < header.resident_args_size(); ++i) {
+    const v1::ResidentSource& src = header.resident_args(i);
+    if (src.name().empty()) continue;
+    if (i >= static_cast<int>(args->size())) {
+      return absl::InvalidArgumentError("resident argument past the arguments");
+    }
+    SHARD_ASSIGN_OR_RETURN(
+        (*args)[i],
+        FetchResidentBlock(src, mesh, device, me, *store_, read, deadline));
+  }
+  for (const v1::StateSlot& slot : header.states()) {
+    SHARD_ASSIGN_OR_RETURN(
+        Tensor t, FetchResidentBlock(slot.source(), mesh, device, me, *store_,
+                                     read, deadline));
+    (*states)[slot.slot()] = std::move(t);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WorkerService::StageWrites(const v1::ShardJob& header,
+                                        const Mesh& mesh, int64_t device,
+                                        const std::vector<Tensor>& outputs,
+                                        std::map<std::string, Tensor>* states) {
+  auto stage = [&](const std::string& name, uint64_t version,
+                   const PartitionSpec& spec, Tensor block) -> absl::Status {
+    const PartitionSpec s = spec.unsplit() ? PartitionSpec() : spec;
+    SHARD_ASSIGN_OR_RETURN(
+        BlockLayout layout,
+        BlockLayout::FromBlockShape(mesh, s, block.shape(), "its spec", name));
+    ResidentStore::Block b;
+    b.version = version;
+    b.device = device;
+    b.box = Box{layout.BlockOrigin(device), block.shape()};
+    b.data = std::make_shared<const Tensor>(std::move(block));
+    store_->Stage(header.job_id(), name, std::move(b));
+    return absl::OkStatus();
+  };
+  for (int o = 0; o < header.resident_outputs_size(); ++o) {
+    const v1::ResidentTarget& target = header.resident_outputs(o);
+    if (target.name().empty()) continue;
+    if (o >= static_cast<int>(outputs.size())) {
+      return absl::InvalidArgumentError("resident output past the outputs");
+    }
+    SHARD_RETURN_IF_ERROR(stage(target.name(), target.version(),
+                                SpecFromProto(target.spec()),
+                                outputs[o].Clone()));
+  }
+  for (const v1::StateSlot& slot : header.states()) {
+    if (!slot.write()) continue;
+    auto it = states->find(slot.slot());
+    if (it == states->end()) continue;
+    const v1::ResidentSource& src = slot.source();
+    SHARD_ASSIGN_OR_RETURN(ArrayMeta meta,
+                           HeaderFromProto(src.header(), src.name()));
+    Tensor& value = it->second;
+    SHARD_ASSIGN_OR_RETURN(
+        BlockLayout layout,
+        BlockLayout::Create(mesh,
+                            SpecFromProto(src.job_spec()).unsplit()
+                                ? PartitionSpec()
+                                : SpecFromProto(src.job_spec()),
+                            meta.shape, "the state's spec", src.name()));
+    if (value.dtype() != meta.dtype || value.shape() != layout.block_shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "state '", slot.slot(), "' (", src.name(), ") must keep its block ",
+          ShapeString(meta.dtype, layout.block_shape()),
+          " but the function "
+          "left ",
+          ShapeString(value.dtype(), value.shape())));
+    }
+    SHARD_RETURN_IF_ERROR(stage(src.name(), slot.write_version(),
+                                SpecFromProto(src.job_spec()),
+                                std::move(value)));
+  }
+  return absl::OkStatus();
+}
+
+grpc::Status WorkerService::ReadBlock(
+    grpc::ServerContext* context, const v1::ReadBlockRequest* request,
+    grpc::ServerWriter<v1::ArrayChunk>* writer) {
+  absl::StatusOr<std::string> bytes = ReadLocalBox(*store_, *request);
+  if (!bytes.ok()) return ToGrpcStatus(bytes.status());
+  const bool ok = SendChunks(
+      0, bytes->size(),
+      [&](size_t offset, size_t length, uint8_t* dst) {
+        std::memcpy(dst, bytes->data() + offset, length);
+      },
+      [&](v1::ArrayChunk&& chunk) { return writer->Write(chunk); });
+  if (!ok) return grpc::Status(grpc::StatusCode::CANCELLED, "reader went away");
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::DropArray(grpc::ServerContext* context,
+                                      const v1::DropArrayRequest* request,
+                                      v1::DropArrayResponse* response) {
+  store_->Drop(request->name());
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::SaveBlock(grpc::ServerContext* context,
+                                      const v1::SaveBlockRequest* request,
+                                      v1::SaveBlockResponse* response) {
+  auto block = store_->Find(request->name(), request->version());
+  if (!block.ok()) return ToGrpcStatus(block.status());
+  if (absl::Status s = WriteNpy(request->path(), *block->data); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  response->set_digest(Digest(*block->data));
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::LoadBlock(grpc::ServerContext* context,
+                                      const v1::LoadBlockRequest* request,
+                                      v1::LoadBlockResponse* response) {
+  absl::StatusOr<Tensor> t = ReadNpy(request->path());
+  if (!t.ok()) return ToGrpcStatus(t.status());
+  if (Digest(*t) != request->digest()) {
+    return ToGrpcStatus(absl::DataLossError(absl::StrCat(
+        "checkpoint file ", request->path(), " does not match its checksum")));
+  }
+  auto mesh = MeshFromProto(request->mesh());
+  auto meta = HeaderFromProto(request->header(), request->name());
+  if (!mesh.ok()) return ToGrpcStatus(mesh.status());
+  if (!meta.ok()) return ToGrpcStatus(meta.status());
+  auto layout = BlockLayout::Create(*mesh, SpecFromProto(request->spec()),
+                                    meta->shape, "its spec", request->name());
+  if (!layout.ok()) return ToGrpcStatus(layout.status());
+  if (t->shape() != layout->block_shape() || t->dtype() != meta->dtype) {
+    return ToGrpcStatus(absl::DataLossError(
+        absl::StrCat("checkpoint file ", request->path(), " holds ",
+                     ShapeString(t->dtype(), t->shape()), ", not the block ",
+                     ShapeString(meta->dtype, layout->block_shape()))));
+  }
+  ResidentStore::Block b;
+  b.version = request->version();
+  b.device = request->device();
+  b.box = Box{layout->BlockOrigin(request->device()), t->shape()};
+  b.data = std::make_shared<const Tensor>(*std::move(t));
+  store_->Put(request->name(), std::move(b));
   return grpc::Status::OK;
 }
 

@@ -12,8 +12,10 @@
 #include <cstdint>
 
 #include "shardmap/v1/worker.grpc.pb.h"
+#include "worker/block_reader.h"
 #include "worker/grpc_peer_transport.h"
 #include "worker/job_sequencer.h"
+#include "worker/resident_store.h"
 #include "worker/shard_executor.h"
 
 namespace shardmap {
@@ -28,22 +30,46 @@ class WorkerService final : public v1::Worker::Service {
   };
   // `network` may be null: jobs then run without collectives.
   WorkerService(const Options& options, const ShardExecutor* executor,
-                PeerNetwork* network, JobSequencer* sequencer)
+                PeerNetwork* network, JobSequencer* sequencer,
+                ResidentStore* store)
       : options_(options),
         executor_(executor),
         network_(network),
-        sequencer_(sequencer) {}
+        sequencer_(sequencer),
+        store_(store) {}
 
   grpc::Status RunShard(
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::ShardResponse, v1::ShardRequest>* stream)
       override;
+  grpc::Status ReadBlock(grpc::ServerContext* context,
+                         const v1::ReadBlockRequest* request,
+                         grpc::ServerWriter<v1::ArrayChunk>* writer) override;
+  grpc::Status DropArray(grpc::ServerContext* context,
+                         const v1::DropArrayRequest* request,
+                         v1::DropArrayResponse* response) override;
+  grpc::Status SaveBlock(grpc::ServerContext* context,
+                         const v1::SaveBlockRequest* request,
+                         v1::SaveBlockResponse* response) override;
+  grpc::Status LoadBlock(grpc::ServerContext* context,
+                         const v1::LoadBlockRequest* request,
+                         v1::LoadBlockResponse* response) override;
 
  private:
+  absl::Status FetchResidents(const v1::ShardJob& header, const Mesh& mesh,
+                              int64_t device, absl::Time deadline,
+                              std::vector<Tensor>* args,
+                              std::map<std::string, Tensor>* states);
+  absl::Status StageWrites(const v1::ShardJob& header, const Mesh& mesh,
+                           int64_t device, const std::vector<Tensor>& outputs,
+                           std::map<std::string, Tensor>* states);
+
   const Options options_;
   const ShardExecutor* const executor_;  // Not owned.
   PeerNetwork* const network_;           // Not owned.
   JobSequencer* const sequencer_;        // Not owned.
+  ResidentStore* const store_;           // Not owned.
+  BlockReader reader_;
 };
 
 }  // namespace shardmap

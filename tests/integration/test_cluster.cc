@@ -17,9 +17,15 @@ TestCluster::TestCluster(const Options& options) {
                                    pool_.get()](const WorkerPool::Worker& w) {
     return pool->CheckLive(w.id);
   };
-  runner_ = std::make_unique<JobRunner>(runner_options, &connector_);
+  index_ = std::make_unique<ResidentIndex>(
+      [pool = pool_.get()](const std::string& id) {
+        return pool->CheckLive(id).ok();
+      });
+  runner_ = std::make_unique<JobRunner>(runner_options, &connector_,
+                                        index_.get());
   coordinator_ = std::make_unique<CoordinatorService>(
-      CoordinatorService::Options{}, pool_.get(), runner_.get(), &watchdog_);
+      CoordinatorService::Options{}, pool_.get(), runner_.get(), &watchdog_,
+      index_.get(), &locks_, &calls_);
   registry_ = std::make_unique<RegistryService>(pool_.get());
   grpc::ServerBuilder builder;
   int port = 0;
@@ -35,6 +41,7 @@ TestCluster::TestCluster(const Options& options) {
     auto w = std::make_unique<Worker>();
     RegisterBuiltins(w->registry);
     RegisterCollectiveBuiltins(w->registry);
+    RegisterStateBuiltins(w->registry);
     w->executor = std::make_unique<ShardExecutor>(&w->registry);
     w->network = std::make_unique<PeerNetwork>(
         PeerNetwork::Options{"", static_cast<uint64_t>(i + 1)});
@@ -42,7 +49,7 @@ TestCluster::TestCluster(const Options& options) {
     w->sequencer = std::make_unique<JobSequencer>(JobSequencer::Options{});
     w->service = std::make_unique<WorkerService>(
         WorkerService::Options{}, w->executor.get(), w->network.get(),
-        w->sequencer.get());
+        w->sequencer.get(), &w->store);
     grpc::ServerBuilder wb;
     int wport = 0;
     wb.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),

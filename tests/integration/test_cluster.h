@@ -20,6 +20,7 @@
 #include "worker/grpc_peer_transport.h"
 #include "worker/job_sequencer.h"
 #include "worker/peer_service.h"
+#include "worker/resident_store.h"
 #include "worker/shard_executor.h"
 #include "worker/worker_service.h"
 
@@ -48,6 +49,7 @@ class TestCluster {
     std::unique_ptr<PeerNetwork> network;
     std::unique_ptr<PeerService> peer_service;
     std::unique_ptr<JobSequencer> sequencer;
+    ResidentStore store;
     std::unique_ptr<WorkerService> service;
     std::unique_ptr<grpc::Server> server;
     std::unique_ptr<CoordinatorLink> link;
@@ -56,6 +58,9 @@ class TestCluster {
 
   DeadlineWatchdog watchdog_;
   std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<ResidentIndex> index_;
+  NameLocks locks_;
+  WorkerCalls calls_;
   GrpcWorkerConnector connector_;
   std::unique_ptr<JobRunner> runner_;
   std::unique_ptr<CoordinatorService> coordinator_;

@@ -1,0 +1,74 @@
+// The coordinator's index of resident arrays: for each name, the whole
+// array's dtype and shape, the mesh and spec it is sharded by, which
+// worker holds each device's block, and its version. An array whose
+// holder has left the pool is lost: using it fails until it is put or
+// restored again.
+//
+// Thread-safe.
+#ifndef SHARDMAP_SERVER_RESIDENT_INDEX_H_
+#define SHARDMAP_SERVER_RESIDENT_INDEX_H_
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/mesh.h"
+#include "core/partition_spec.h"
+#include "core/proto_convert.h"
+#include "shardmap/v1/coordinator.pb.h"
+
+namespace shardmap {
+
+struct ResidentArray {
+  std::string name;
+  ArrayMeta meta;
+  Mesh mesh = *Mesh::Create({{"x", 1}});
+  PartitionSpec spec;
+  std::vector<std::string> worker_ids;  // by device
+  std::vector<std::string> addresses;   // by device
+  uint64_t version = 0;
+};
+
+class ResidentIndex {
+ public:
+  // `is_live(worker_id)` tells whether a holder is still in the pool.
+  explicit ResidentIndex(std::function<bool(const std::string&)> is_live)
+      : is_live_(std::move(is_live)) {}
+
+  // NOT_FOUND for an unknown name; FAILED_PRECONDITION naming the lost
+  // worker for a lost array.
+  absl::StatusOr<ResidentArray> Find(const std::string& name) const;
+  // OK if `name` may be written with `meta`: it is new, or has the same
+  // dtype and shape, or `overwrite`. FAILED_PRECONDITION otherwise;
+  // INVALID_ARGUMENT for a malformed name.
+  absl::Status CheckWrite(const std::string& name, const ArrayMeta& meta,
+                          bool overwrite) const;
+  uint64_t NextVersion();
+  void Commit(ResidentArray array);
+  // NOT_FOUND for an unknown name. Returns the removed entry.
+  absl::StatusOr<ResidentArray> Remove(const std::string& name);
+  std::vector<v1::ResidentInfo> List(const std::string& prefix) const;
+  std::vector<ResidentArray> All() const;
+
+  static v1::ResidentInfo ToInfo(const ResidentArray& a, bool lost);
+  // INVALID_ARGUMENT unless `name` is a path of [A-Za-z0-9_.-] segments
+  // separated by '/'.
+  static absl::Status ValidateName(const std::string& name);
+
+ private:
+  // The first holder that is gone, or empty.
+  std::string LostHolder(const ResidentArray& a) const;
+
+  const std::function<bool(const std::string&)> is_live_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, ResidentArray> arrays_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_version_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_SERVER_RESIDENT_INDEX_H_

@@ -1,0 +1,61 @@
+// The blocks of resident arrays this worker holds, by name and version,
+// and the writes of running jobs, applied only when the job commits.
+//
+// A worker holds one block of an array (the block of the device it ran
+// when the array was written). The previous version is kept until the one
+// after, so a job that reads an array while another job replaces it still
+// finds what it planned to read.
+//
+// Thread-safe.
+#ifndef SHARDMAP_WORKER_RESIDENT_STORE_H_
+#define SHARDMAP_WORKER_RESIDENT_STORE_H_
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/box_copy.h"
+#include "core/tensor.h"
+
+namespace shardmap {
+
+class ResidentStore {
+ public:
+  struct Block {
+    uint64_t version = 0;
+    int64_t device = 0;                  // the array's device it belongs to
+    Box box;                             // where it sits in the array
+    std::shared_ptr<const Tensor> data;  // shape == box.shape
+  };
+
+  // NOT_FOUND if this worker holds no such version of `name`.
+  absl::StatusOr<Block> Find(const std::string& name, uint64_t version) const;
+  // Every (name, newest block) held, for listings and checkpoints.
+  std::vector<std::pair<std::string, Block>> All() const;
+
+  // Keeps `block` as the next version of `name` once `job_id` commits.
+  void Stage(const std::string& job_id, const std::string& name, Block block);
+  void Commit(const std::string& job_id);
+  void Abort(const std::string& job_id);
+  // Stores at once (a restored checkpoint).
+  void Put(const std::string& name, Block block);
+  void Drop(const std::string& name);
+
+ private:
+  void PutLocked(const std::string& name, Block block)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::deque<Block>> blocks_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::vector<std::pair<std::string, Block>>> staged_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_WORKER_RESIDENT_STORE_H_
