@@ -1,0 +1,232 @@
+"""State and resident arrays end to end, with real processes on 127.0.0.1:
+brainstate's accumulate, a failed job leaving state unchanged, concurrent
+writers without lost updates, a data-parallel linear regression trained
+with its data and weights resident (checked against numpy's least squares),
+flax nnx's tensor-parallel MLP with weights put by rules, arrays lost with
+their worker, and a checkpoint that survives restarting every worker.
+
+Environment: SHARDMAP_BIN_DIR = directory of the binaries.
+"""
+import concurrent.futures
+import itertools
+import json
+import os
+import subprocess
+import tempfile
+import time
+import unittest
+
+import numpy as np
+
+BIN = os.environ.get(
+    "SHARDMAP_BIN_DIR",
+    os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin"))
+SHARDCTL = os.path.join(BIN, "shardctl")
+RNG = np.random.default_rng(11)
+COUNTER = itertools.count()
+
+
+class Cluster:
+    """A coordinator and n workers started by hand, so tests can kill and
+    restart workers."""
+
+    def __init__(self, n, heartbeat_timeout=1.0):
+        self.tmp = tempfile.TemporaryDirectory(prefix="shardmap-state-")
+        self.coordinator = subprocess.Popen(
+            [f"{BIN}/shardmap-coordinator", "--listen", "127.0.0.1:0",
+             "--heartbeat-timeout", str(heartbeat_timeout)],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.address = self.coordinator.stdout.readline().split()[-1]
+        self.workers = []
+        for _ in range(n):
+            self.add_worker()
+        self.wait_for_workers(n)
+
+    def add_worker(self):
+        w = subprocess.Popen(
+            [f"{BIN}/shardmap-worker", "--coordinator", self.address,
+             "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        w.stdout.readline()
+        self.workers.append(w)
+
+    def kill_workers(self):
+        for w in self.workers:
+            w.kill()
+            w.wait()
+            w.stdout.close()
+        self.workers = []
+
+    def live(self):
+        p = subprocess.run([SHARDCTL, "status", "--coordinator",
+                            self.address, "--json"], capture_output=True,
+                           text=True, timeout=30)
+        return len(json.loads(p.stdout)["workers"]) if p.returncode == 0 else -1
+
+    def wait_for_workers(self, n, timeout=20):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.live() == n:
+                return
+            time.sleep(0.05)
+        raise AssertionError(f"{n} workers never became live")
+
+    def close(self):
+        self.kill_workers()
+        self.coordinator.terminate()
+        self.coordinator.wait(timeout=10)
+        self.coordinator.stdout.close()
+        self.tmp.cleanup()
+
+    def file(self, name, array=None):
+        path = os.path.join(self.tmp.name, name)
+        if array is not None:
+            np.save(path, array)
+        return path
+
+    def ctl(self, *args, timeout=120):
+        p = subprocess.run([SHARDCTL, *args, "--coordinator", self.address],
+                           capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+
+    def put(self, name, array, mesh, spec, *extra):
+        code, _, err = self.ctl("put", name, self.file(name.replace("/", "_") +
+                                                       ".npy", array),
+                                "--mesh", mesh, "--spec", spec, *extra)
+        assert code == 0, err
+
+    def get(self, name):
+        out = self.file("got.npy")
+        code, _, err = self.ctl("get", name, "--out", out)
+        return code, (np.load(out) if code == 0 else None), err
+
+
+class StateTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Cluster(4)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def accumulate(self, x, name, spec="P('x')"):
+        # A file of its own per call: callers run in parallel.
+        path = self.c.file(f"x-{os.getpid()}-{next(COUNTER)}.npy", x)
+        return self.c.ctl("run", "--mesh", "x=2", "--fn", "accumulate",
+                          "--arg", path, "--in-spec", spec,
+                          "--out-spec", spec, "--state", f"buffer={name}",
+                          "--state-spec", f"buffer={spec}")
+
+    def test_accumulate_sums_its_inputs(self):
+        self.c.put("acc/buf", np.zeros((4, 3), np.float64), "x=2", "P('x')")
+        xs = [RNG.standard_normal((4, 3)) for _ in range(5)]
+        for x in xs:
+            code, _, err = self.accumulate(x, "acc/buf")
+            self.assertEqual(code, 0, err)
+        code, got, err = self.c.get("acc/buf")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_allclose(got, sum(xs), rtol=1e-12)
+
+    def test_failed_job_leaves_state_unchanged(self):
+        self.c.put("acc/keep", np.ones((4, 3), np.float32), "x=2", "P('x')")
+        code, _, err = self.accumulate(np.ones((4, 5), np.float32), "acc/keep")
+        self.assertEqual(code, 65, err)  # shapes do not match
+        code, got, err = self.c.get("acc/keep")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(got, np.ones((4, 3), np.float32))
+
+    def test_concurrent_writers_lose_no_update(self):
+        self.c.put("acc/race", np.zeros((2, 2), np.int64), "x=2", "P('x')")
+        ones = np.ones((2, 2), np.int64)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            codes = list(pool.map(lambda _: self.accumulate(ones, "acc/race")[0],
+                                  range(16)))
+        self.assertEqual(codes, [0] * 16)
+        code, got, err = self.c.get("acc/race")
+        np.testing.assert_array_equal(got, 16 * ones)
+
+    def test_linear_regression_converges_to_least_squares(self):
+        n, d = 64, 3
+        x = RNG.standard_normal((n, d))
+        y = x @ np.array([1.5, -2.0, 0.5]) + 0.25 + 0.01 * RNG.standard_normal(n)
+        self.c.put("lr/x", x, "data=4", "P('data')")
+        self.c.put("lr/y", y, "data=4", "P('data')")
+        self.c.put("lr/params", np.zeros(d + 1), "data=4", "P()")
+        losses = []
+        for _ in range(150):
+            code, out, err = self.c.ctl(
+                "run", "--mesh", "data=4", "--fn", "linear_sgd_step",
+                "--arg", "@lr/x", "--arg", "@lr/y", "--in-spec", "P('data')",
+                "--out-spec", "P()", "--state", "params=lr/params",
+                "--kwargs", '{"lr": 0.2, "axes": "data"}', "--json")
+            self.assertEqual(code, 0, err)
+            losses.append(json.loads(out)["outputs"][0]["values"][0])
+        self.assertLess(losses[-1], losses[0] / 100)
+        code, params, err = self.c.get("lr/params")
+        want, *_ = np.linalg.lstsq(np.c_[x, np.ones(n)], y, rcond=None)
+        np.testing.assert_allclose(params, want, atol=1e-3)
+
+    def test_mlp_tp_with_weights_put_by_rules(self):
+        x = RNG.standard_normal((4, 8)).astype(np.float32)
+        w1 = RNG.standard_normal((8, 16)).astype(np.float32)
+        w2 = RNG.standard_normal((16, 3)).astype(np.float32)
+        npz = os.path.join(self.c.tmp.name, "model.npz")
+        np.savez(npz, **{"linear1/kernel": w1, "linear2/kernel": w2})
+        code, _, err = self.c.ctl(
+            "put-tree", "mlp", npz, "--mesh", "model=4", "--rules",
+            "linear1/kernel=P(None, 'model');linear2/kernel=P('model', None)")
+        self.assertEqual(code, 0, err)
+        out = self.c.file("y.npy")
+        code, _, err = self.c.ctl(
+            "run", "--mesh", "model=4", "--fn", "mlp_tp",
+            "--arg", self.c.file("xm.npy", x), "--in-spec", "P()",
+            "--arg", "@mlp/linear1/kernel", "--in-spec", "P(None, 'model')",
+            "--arg", "@mlp/linear2/kernel", "--in-spec", "P('model', None)",
+            "--out", out, "--out-spec", "P()", "--kwargs", '{"axes": "model"}')
+        self.assertEqual(code, 0, err)
+        np.testing.assert_allclose(np.load(out), np.maximum(x @ w1, 0) @ w2,
+                                   rtol=1e-4, atol=1e-4)
+
+
+class LossAndCheckpointTest(unittest.TestCase):
+
+    def test_lost_with_its_worker_then_restored_from_checkpoint(self):
+        c = Cluster(2)
+        try:
+            a = RNG.standard_normal((6, 4))
+            c.put("ckpt/a", a, "x=2", "P('x')")
+            c.put("ckpt/b", np.arange(5, dtype=np.int32), "x=2", "P()")
+            ckpt = os.path.join(c.tmp.name, "ckpt")
+            code, _, err = c.ctl("save", ckpt)
+            self.assertEqual(code, 0, err)
+            self.assertTrue(os.path.exists(os.path.join(ckpt, "manifest.json")))
+            # Every worker dies: the arrays are lost, never silently empty.
+            c.kill_workers()
+            for _ in range(2):
+                c.add_worker()
+            c.wait_for_workers(2)
+            code, _, err = c.get("ckpt/a")
+            self.assertNotEqual(code, 0)
+            self.assertIn("lost", err)
+            code, out, err = c.ctl("ls", "--json")
+            self.assertIn("true", out.replace(" ", ""), out)
+            # The checkpoint brings them back, bit for bit.
+            code, _, err = c.ctl("restore", ckpt)
+            self.assertEqual(code, 0, err)
+            code, got, err = c.get("ckpt/a")
+            self.assertEqual(code, 0, err)
+            np.testing.assert_array_equal(got, a)
+            code, got, err = c.get("ckpt/b")
+            np.testing.assert_array_equal(got, np.arange(5, dtype=np.int32))
+            # A second save replaces the first atomically.
+            code, _, err = c.ctl("save", ckpt)
+            self.assertEqual(code, 0, err)
+            self.assertEqual(sorted(os.listdir(c.tmp.name)).count("ckpt"), 1)
+        finally:
+            c.close()
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
