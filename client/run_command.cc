@@ -206,9 +206,28 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
   return run;
 }
 
-// ExitCodeForStatus, except that NOT_FOUND from a job naming resident
-// arrays is bad input (65) when the function exists: the unknown name is
-// an array's, not the function's (64).
+// Whether a FAILED_PRECONDITION of `job` was a stored output refused over
+// an array of another dtype or shape: a target exists (and is not lost),
+// and enough workers are live for the pool not to be the cause.
+bool OutputConflict(const ShardClient& client, const JobRequest& job) {
+  bool exists = false;
+  for (const std::string& name : job.resident_outputs) {
+    if (name.empty()) continue;
+    auto found = client.List(name);
+    if (!found.ok()) return false;
+    for (const auto& info : *found) {
+      exists = exists || (info.name() == name && !info.lost());
+    }
+  }
+  if (!exists) return false;
+  auto status = client.Status();
+  return status.ok() && status->workers_size() >= job.mesh.num_devices();
+}
+
+// ExitCodeForStatus, except that a job naming resident arrays gets 65 for
+// NOT_FOUND when the function exists (the unknown name is an array's, not
+// the function's, 64), and 73 for a stored output refused without
+// --overwrite (as put does).
 int RunExitCode(const ShardClient& client, const absl::Status& s,
                 const JobRequest& job) {
   const bool names_arrays = !job.resident_args.empty() ||
@@ -221,6 +240,10 @@ int RunExitCode(const ShardClient& client, const absl::Status& s,
         if (fn.name() == job.function) return kExitDataErr;
       }
     }
+  }
+  if (s.code() == absl::StatusCode::kFailedPrecondition && !job.overwrite &&
+      OutputConflict(client, job)) {
+    return kExitCantCreate;
   }
   return ExitCodeForStatus(s);
 }

@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -105,8 +106,26 @@ absl::StatusOr<JobResult> ShardClient::Run(const JobRequest& job) const {
         }
         result.outputs.push_back(*std::move(t));
       }
-      ChunkSequencer sequencer =
-          ChunkSequencer::ForTensors(result.outputs, "output");
+      // Chunks are numbered by output index; stored outputs send none.
+      std::vector<size_t> sizes;
+      std::vector<ChunkSequencer::Sink> sinks;
+      size_t next_returned = 0;
+      for (int i = 0; i < response.result().outputs_size(); ++i) {
+        const auto& stored_as = response.result().stored_as();
+        if ((i < stored_as.size() && !stored_as[i].empty()) ||
+            next_returned >= result.outputs.size()) {
+          sizes.push_back(0);
+          sinks.push_back(nullptr);
+          continue;
+        }
+        Tensor& t = result.outputs[next_returned++];
+        sizes.push_back(t.num_bytes());
+        uint8_t* base = t.data();
+        sinks.push_back([base](size_t offset, absl::string_view data) {
+          std::memcpy(base + offset, data.data(), data.size());
+        });
+      }
+      ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "output");
       while (status.ok() && stream->Read(&response)) {
         status =
             response.has_chunk()

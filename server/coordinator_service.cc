@@ -232,6 +232,15 @@ grpc::ServerUnaryReactor* RegistryService::Register(
     return reactor;
   }
   response->set_worker_id(*id);
+  if (index_ != nullptr && request->held_size() > 0) {
+    std::vector<std::tuple<std::string, uint64_t, int64_t>> held;
+    for (const auto& b : request->held()) {
+      held.emplace_back(b.name(), b.version(), b.device());
+    }
+    const int n = index_->Rebind(held, *id, request->address());
+    if (n > 0)
+      spdlog::info("worker {} brought back {} resident blocks", *id, n);
+  }
   response->set_heartbeat_interval_ms(
       absl::ToInt64Milliseconds(pool_->heartbeat_interval()));
   reactor->Finish(grpc::Status::OK);

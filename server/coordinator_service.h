@@ -80,7 +80,9 @@ class CoordinatorService final : public v1::Coordinator::Service {
 // the callback API.
 class RegistryService final : public v1::WorkerRegistry::CallbackService {
  public:
-  explicit RegistryService(WorkerPool* pool) : pool_(pool) {}
+  // `index` may be null (no resident arrays to give back).
+  RegistryService(WorkerPool* pool, ResidentIndex* index)
+      : pool_(pool), index_(index) {}
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const v1::RegisterRequest* request,
                                      v1::RegisterResponse* response) override;
@@ -89,7 +91,8 @@ class RegistryService final : public v1::WorkerRegistry::CallbackService {
                                       v1::HeartbeatResponse* response) override;
 
  private:
-  WorkerPool* const pool_;  // Not owned.
+  WorkerPool* const pool_;      // Not owned.
+  ResidentIndex* const index_;  // Not owned.
 };
 
 }  // namespace shardmap

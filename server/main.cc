@@ -66,7 +66,7 @@ int main(int argc, char** argv) {
   service_options.max_job_time = absl::Seconds(max_job_seconds);
   CoordinatorService coordinator(service_options, &pool, &runner, &watchdog,
                                  &index, &locks, &calls);
-  RegistryService registry(&pool);
+  RegistryService registry(&pool, &index);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;

@@ -86,6 +86,32 @@ void ResidentIndex::Commit(ResidentArray array) {
   arrays_[array.name] = std::move(array);
 }
 
+int ResidentIndex::Rebind(
+    const std::vector<std::tuple<std::string, uint64_t, int64_t>>& held,
+    const std::string& worker_id, const std::string& address) {
+  int rebound = 0;
+  for (const auto& [name, version, device] : held) {
+    std::string old_id;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = arrays_.find(name);
+      if (it == arrays_.end() || it->second.version != version || device < 0 ||
+          device >= static_cast<int64_t>(it->second.worker_ids.size())) {
+        continue;
+      }
+      old_id = it->second.worker_ids[device];
+    }
+    if (is_live_(old_id)) continue;
+    absl::MutexLock lock(&mu_);
+    auto it = arrays_.find(name);
+    if (it == arrays_.end() || it->second.version != version) continue;
+    it->second.worker_ids[device] = worker_id;
+    it->second.addresses[device] = address;
+    ++rebound;
+  }
+  return rebound;
+}
+
 absl::StatusOr<ResidentArray> ResidentIndex::Remove(const std::string& name) {
   absl::MutexLock lock(&mu_);
   auto it = arrays_.find(name);

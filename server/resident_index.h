@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -49,6 +50,12 @@ class ResidentIndex {
                           bool overwrite) const;
   uint64_t NextVersion();
   void Commit(ResidentArray array);
+  // A worker that restarted with blocks it kept on disk: for each block
+  // of an array whose holder of that device is gone, at the same version,
+  // the new worker becomes the holder. Returns how many were taken back.
+  int Rebind(
+      const std::vector<std::tuple<std::string, uint64_t, int64_t>>& held,
+      const std::string& worker_id, const std::string& address);
   // NOT_FOUND for an unknown name. Returns the removed entry.
   absl::StatusOr<ResidentArray> Remove(const std::string& name);
   std::vector<v1::ResidentInfo> List(const std::string& prefix) const;

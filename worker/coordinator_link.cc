@@ -63,6 +63,9 @@ void CoordinatorLink::Loop() {
       req.set_address(options_.advertise);
       req.set_incarnation(incarnation_);
       for (const auto& f : options_.functions) *req.add_functions() = f;
+      if (options_.held_blocks) {
+        for (auto& b : options_.held_blocks()) *req.add_held() = std::move(b);
+      }
       v1::RegisterResponse resp;
       grpc::Status s = stub_->Register(&ctx, req, &resp);
       if (s.ok()) {

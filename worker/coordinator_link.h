@@ -11,6 +11,7 @@
 #ifndef SHARDMAP_WORKER_COORDINATOR_LINK_H_
 #define SHARDMAP_WORKER_COORDINATOR_LINK_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -32,6 +33,8 @@ class CoordinatorLink {
     std::vector<v1::FunctionSignature> functions;
     absl::Duration rpc_timeout = absl::Seconds(5);  // deadline of each RPC
     absl::Duration retry_interval = absl::Milliseconds(200);
+    // Blocks kept on disk from before a restart, reported at registration.
+    std::function<std::vector<v1::HeldBlock>()> held_blocks;
   };
 
   // Starts the background thread; returns at once.

@@ -11,6 +11,7 @@
 
 #include "core/channel.h"
 #include "core/signals.h"
+#include "core/status_util.h"
 #include "worker/coordinator_link.h"
 #include "worker/function_registry.h"
 #include "worker/grpc_peer_transport.h"
@@ -43,6 +44,10 @@ int main(int argc, char** argv) {
                  "HOST:PORT others dial to reach this worker (default: the "
                  "listen host and the bound port)");
   double collective_timeout = 30;
+  std::string state_dir;
+  app.add_option("--state-dir", state_dir,
+                 "keep resident blocks in this directory, and rejoin with them "
+                 "after a restart");
   app.add_option("--collective-timeout", collective_timeout,
                  "seconds a collective waits for one peer message before the "
                  "job fails with DEADLINE_EXCEEDED")
@@ -79,7 +84,14 @@ int main(int argc, char** argv) {
   PeerService peer_service(network->inbox());
   WorkerService::Options service_options;
   service_options.collective_timeout = absl::Seconds(collective_timeout);
-  ResidentStore store;
+  ResidentStore store(state_dir);
+  if (auto loaded = store.LoadDirectory(); !loaded.ok()) {
+    std::cerr << "error: " << StatusCodeName(loaded.status().code()) << ": "
+              << loaded.status().message() << "\n";
+    return 65;
+  } else if (*loaded > 0) {
+    spdlog::info("kept {} resident blocks from {}", *loaded, state_dir);
+  }
   WorkerService service(service_options, &executor, network.get(), &sequencer,
                         &store);
   builder.RegisterService(&service);
@@ -97,6 +109,17 @@ int main(int argc, char** argv) {
   link_options.coordinator = coordinator;
   link_options.advertise = advertise;
   link_options.functions = registry.Signatures();
+  link_options.held_blocks = [&store] {
+    std::vector<v1::HeldBlock> held;
+    for (const auto& [name, block] : store.All()) {
+      v1::HeldBlock b;
+      b.set_name(name);
+      b.set_version(block.version);
+      b.set_device(block.device);
+      held.push_back(std::move(b));
+    }
+    return held;
+  };
   auto link = CoordinatorLink::Create(link_options);
   if (!link.ok()) {
     std::cerr << "error: " << link.status().message() << "\n";

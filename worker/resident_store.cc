@@ -1,6 +1,13 @@
 #include "worker/resident_store.h"
 
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_cat.h"
+#include "core/npy.h"
 
 namespace shardmap {
 namespace {
@@ -54,7 +61,78 @@ void ResidentStore::Put(const std::string& name, Block block) {
   PutLocked(name, std::move(block));
 }
 
+void ResidentStore::Persist(const std::string& name, const Block& b) const {
+  if (directory_.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::path(directory_) / "arrays" / name;
+  fs::create_directories(dir, ec);
+  // The data first, then the metadata that makes it count: a crash in
+  // between leaves the previous version in effect.
+  const fs::path data = dir / absl::StrCat("v", b.version, ".npy");
+  if (absl::Status s = WriteNpy(data.string(), *b.data); !s.ok()) {
+    spdlog::warn("cannot keep '{}' in {}: {}", name, directory_,
+                 std::string(s.message()));
+    return;
+  }
+  nlohmann::json meta = {{"name", name},
+                         {"version", b.version},
+                         {"device", b.device},
+                         {"origin", b.box.origin},
+                         {"file", data.filename().string()}};
+  const fs::path tmp = dir / "current.json.tmp";
+  std::ofstream(tmp) << meta.dump();
+  fs::rename(tmp, dir / "current.json", ec);
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    const std::string f = entry.path().filename().string();
+    if (f.size() > 4 && f.rfind("v", 0) == 0 && f != data.filename().string()) {
+      fs::remove(entry.path(), ec);
+    }
+  }
+}
+
+void ResidentStore::Unpersist(const std::string& name) const {
+  if (directory_.empty()) return;
+  std::error_code ec;
+  std::filesystem::remove_all(
+      std::filesystem::path(directory_) / "arrays" / name, ec);
+}
+
+absl::StatusOr<int> ResidentStore::LoadDirectory() {
+  if (directory_.empty()) return 0;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path root = fs::path(directory_) / "arrays";
+  if (!fs::exists(root, ec)) return 0;
+  int loaded = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(root, ec)) {
+    if (entry.path().filename() != "current.json") continue;
+    nlohmann::json meta;
+    try {
+      std::ifstream(entry.path()) >> meta;
+      Block b;
+      b.version = meta.at("version").get<uint64_t>();
+      b.device = meta.at("device").get<int64_t>();
+      b.box.origin = meta.at("origin").get<std::vector<int64_t>>();
+      auto t = ReadNpy(
+          (entry.path().parent_path() / meta.at("file").get<std::string>())
+              .string());
+      if (!t.ok()) return t.status();
+      b.box.shape = t->shape();
+      b.data = std::make_shared<const Tensor>(*std::move(t));
+      absl::MutexLock lock(&mu_);
+      blocks_[meta.at("name").get<std::string>()].push_back(std::move(b));
+      ++loaded;
+    } catch (const nlohmann::json::exception& e) {
+      return absl::DataLossError(
+          absl::StrCat("malformed ", entry.path().string(), ": ", e.what()));
+    }
+  }
+  return loaded;
+}
+
 void ResidentStore::PutLocked(const std::string& name, Block block) {
+  Persist(name, block);
   std::deque<Block>& versions = blocks_[name];
   versions.push_back(std::move(block));
   while (versions.size() > kVersionsKept) versions.pop_front();
@@ -63,6 +141,7 @@ void ResidentStore::PutLocked(const std::string& name, Block block) {
 void ResidentStore::Drop(const std::string& name) {
   absl::MutexLock lock(&mu_);
   blocks_.erase(name);
+  Unpersist(name);
 }
 
 }  // namespace shardmap

@@ -26,6 +26,15 @@ namespace shardmap {
 
 class ResidentStore {
  public:
+  // Without a directory, blocks live in memory only. With one, every
+  // stored block is also written there (atomically) and LoadDirectory
+  // brings them back after a restart.
+  ResidentStore() = default;
+  explicit ResidentStore(std::string directory)
+      : directory_(std::move(directory)) {}
+  // Loads the blocks a previous run left in the directory. Returns how
+  // many; errors name the file.
+  absl::StatusOr<int> LoadDirectory();
   struct Block {
     uint64_t version = 0;
     int64_t device = 0;                  // the array's device it belongs to
@@ -49,7 +58,11 @@ class ResidentStore {
  private:
   void PutLocked(const std::string& name, Block block)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes `block` under the directory, if there is one.
+  void Persist(const std::string& name, const Block& block) const;
+  void Unpersist(const std::string& name) const;
 
+  const std::string directory_;
   mutable absl::Mutex mu_;
   std::map<std::string, std::deque<Block>> blocks_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<std::pair<std::string, Block>>> staged_

@@ -26,7 +26,7 @@ TestCluster::TestCluster(const Options& options) {
   coordinator_ = std::make_unique<CoordinatorService>(
       CoordinatorService::Options{}, pool_.get(), runner_.get(), &watchdog_,
       index_.get(), &locks_, &calls_);
-  registry_ = std::make_unique<RegistryService>(pool_.get());
+  registry_ = std::make_unique<RegistryService>(pool_.get(), index_.get());
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),

@@ -383,9 +383,14 @@ class JobsTest(Case):
         cmd = ["run", "--mesh", "x=2", "--fn", "identity", "--arg", save(x),
                "--in-spec", "P('x')", "--out", "@" + name, "--out-spec",
                "P('x')"]
-        code, _, err = ctl(*cmd)
-        self.assertNotEqual(code, 0)
-        self.assertIn("error: FAILED_PRECONDITION:", err)
+        self.assertError(ctl(*cmd), 73, "FAILED_PRECONDITION", name)
+        code, got, err = get(name)
+        self.assertEqual(got.shape, (4,), "a refused job changes nothing")
+        # Not enough workers stays 69, though the target exists.
+        big = ["run", "--mesh", "x=16", "--fn", "identity", "--arg",
+               save(rand((16,), np.float32)), "--in-spec", "P('x')", "--out",
+               "@" + name, "--out-spec", "P('x')"]
+        self.assertError(ctl(*big), 69, "FAILED_PRECONDITION", "16 devices")
         self.assertOk(ctl(*cmd, "--overwrite"))
         code, got, err = get(name)
         self.assertBitExact(got, x)

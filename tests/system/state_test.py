@@ -42,10 +42,10 @@ class Cluster:
             self.add_worker()
         self.wait_for_workers(n)
 
-    def add_worker(self):
+    def add_worker(self, *extra):
         w = subprocess.Popen(
             [f"{BIN}/shardmap-worker", "--coordinator", self.address,
-             "--listen", "127.0.0.1:0"],
+             "--listen", "127.0.0.1:0", *extra],
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         w.stdout.readline()
         self.workers.append(w)
@@ -224,6 +224,34 @@ class LossAndCheckpointTest(unittest.TestCase):
             code, _, err = c.ctl("save", ckpt)
             self.assertEqual(code, 0, err)
             self.assertEqual(sorted(os.listdir(c.tmp.name)).count("ckpt"), 1)
+        finally:
+            c.close()
+
+
+class StateDirTest(unittest.TestCase):
+
+    def test_worker_restarted_with_its_state_dir_rejoins_with_its_blocks(self):
+        c = Cluster(0)
+        try:
+            dirs = [os.path.join(c.tmp.name, f"state{i}") for i in range(2)]
+            for d in dirs:
+                c.add_worker("--state-dir", d)
+            c.wait_for_workers(2)
+            a = RNG.standard_normal((4, 6))
+            c.put("kept/a", a, "x=2", "P(None, 'x')")
+            victim = c.workers.pop(1)
+            victim.kill()
+            victim.wait()
+            victim.stdout.close()
+            c.wait_for_workers(1)
+            code, _, err = c.get("kept/a")
+            self.assertNotEqual(code, 0)
+            self.assertIn("lost", err)
+            c.add_worker("--state-dir", dirs[1])  # same directory, new port
+            c.wait_for_workers(2)
+            code, got, err = c.get("kept/a")
+            self.assertEqual(code, 0, err)
+            np.testing.assert_array_equal(got, a)
         finally:
             c.close()
 
