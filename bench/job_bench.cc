@@ -1,0 +1,241 @@
+// job_bench: shardmap end to end through the C++ client (client ->
+// coordinator -> workers -> back), against a local cluster of real
+// processes on 127.0.0.1 (client/local_cluster.h: one shardmap-coordinator
+// and --workers shardmap-worker processes from this binary's directory).
+//
+//   job_tiny     `identity` on 16 float32 sharded P('x') over a mesh x=N:
+//                per-job latency, p50 / p99 over --tiny-iters jobs
+//   job_rate     jobs/s of the same job from --clients concurrent threads,
+//                each with its own ShardClient, for --seconds
+//   job_big      `identity` on --big-bytes of float32 sharded P('x') over
+//                x=N, output P('x'): the bytes go client -> coordinator ->
+//                workers -> coordinator -> client. Outputs are checked.
+//                The coordinator's and every worker's peak RSS (VmHWM,
+//                reset through /proc/PID/clear_refs just before) covers
+//                exactly these jobs.
+//
+// Prints one RESULT line per figure.
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "client/local_cluster.h"
+#include "client/shard_client.h"
+
+namespace shardmap {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+long ReadHwmKb(pid_t pid) {
+  std::ifstream f(absl::StrCat("/proc/", pid, "/status"));
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+void ResetHwm(pid_t pid) {
+  const int fd =
+      open(absl::StrCat("/proc/", pid, "/clear_refs").c_str(), O_WRONLY);
+  if (fd < 0) return;
+  if (write(fd, "5", 1) < 0) {
+  }
+  close(fd);
+}
+
+JobRequest IdentityJob(const Tensor* x, int workers) {
+  JobRequest job;
+  job.function = "identity";
+  job.mesh = *Mesh::Create({{"x", workers}});
+  job.args = {x};
+  job.in_specs = {*PartitionSpec::Parse("P('x')")};
+  job.out_specs = {*PartitionSpec::Parse("P('x')")};
+  job.timeout = absl::Seconds(120);
+  return job;
+}
+
+bool SameBytes(const Tensor& a, const Tensor& b) {
+  return a.num_bytes() == b.num_bytes() &&
+         std::memcmp(a.data(), b.data(), a.num_bytes()) == 0;
+}
+
+struct Sorted {
+  std::vector<double> us;
+  double at(double p) {
+    std::sort(us.begin(), us.end());
+    return us[std::min(us.size() - 1, static_cast<size_t>(p * us.size()))];
+  }
+};
+
+int Run(int workers, int tiny_iters, int clients, double seconds,
+        int64_t big_bytes, int big_iters) {
+  LocalCluster::Options options;
+  options.num_workers = workers;
+  options.start_timeout = absl::Seconds(60);
+  auto cluster = LocalCluster::Start(options);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "job_bench: %s\n",
+                 cluster.status().ToString().c_str());
+    return 1;
+  }
+  const std::string address = (*cluster)->address();
+  auto client = ShardClient::Create({address});
+  if (!client.ok()) {
+    std::fprintf(stderr, "job_bench: %s\n", client.status().ToString().c_str());
+    return 1;
+  }
+
+  // Tiny jobs, one at a time.
+  Tensor tiny(DType::kFloat32, {16});
+  for (int i = 0; i < 16; ++i) tiny.data_as<float>()[i] = i;
+  const JobRequest tiny_job = IdentityJob(&tiny, workers);
+  Sorted lat;
+  const int warmup = std::max(5, tiny_iters / 10);
+  for (int it = 0; it < warmup + tiny_iters; ++it) {
+    const auto t0 = Clock::now();
+    auto r = (*client)->Run(tiny_job);
+    const auto t1 = Clock::now();
+    if (!r.ok() || r->outputs.size() != 1 || !SameBytes(r->outputs[0], tiny)) {
+      std::fprintf(stderr, "job_bench: tiny job failed: %s\n",
+                   r.ok() ? "wrong output" : r.status().ToString().c_str());
+      return 1;
+    }
+    if (it >= warmup) {
+      lat.us.push_back(
+          std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
+  }
+  const double p50 = lat.at(0.5), p99 = lat.at(0.99);
+  std::printf(
+      "RESULT impl=shardmap op=job_tiny n=%d bytes=64 iters=%zu median_us=%.2f "
+      "min_us=%.2f max_us=%.2f p90_us=%.2f p99_us=%.2f algo=client_coordinator_"
+      "workers\n",
+      workers, lat.us.size(), p50, lat.us.front(), lat.us.back(), lat.at(0.9),
+      p99);
+  std::fflush(stdout);
+
+  // The same job from `clients` threads at once.
+  {
+    std::atomic<bool> stop{false}, failed{false};
+    std::atomic<long> jobs{0};
+    const auto start = Clock::now() + std::chrono::milliseconds(500);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < clients; ++i) {
+      threads.emplace_back([&] {
+        auto c = ShardClient::Create({address});
+        if (!c.ok()) {
+          failed = true;
+          return;
+        }
+        while (!stop) {
+          const bool counted = Clock::now() >= start;
+          auto r = (*c)->Run(tiny_job);
+          if (!r.ok() || r->outputs.size() != 1 ||
+              !SameBytes(r->outputs[0], tiny)) {
+            std::fprintf(
+                stderr, "job_bench: concurrent job failed: %s\n",
+                r.ok() ? "wrong output" : r.status().ToString().c_str());
+            failed = true;
+            return;
+          }
+          if (counted && !stop) ++jobs;
+        }
+      });
+    }
+    std::this_thread::sleep_until(start);
+    const auto t0 = Clock::now();
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    stop = true;
+    const double elapsed =
+        std::chrono::duration<double>(Clock::now() - t0).count();
+    for (auto& t : threads) t.join();
+    if (failed) return 1;
+    std::printf(
+        "RESULT impl=shardmap op=job_rate n=%d bytes=64 clients=%d jobs=%ld "
+        "seconds=%.2f rate_per_s=%.1f algo=client_coordinator_workers\n",
+        workers, clients, jobs.load(), elapsed, jobs / elapsed);
+    std::fflush(stdout);
+  }
+
+  // The big job.
+  if (big_iters > 0) {
+    Tensor big(DType::kFloat32, {big_bytes / 4});
+    float* p = big.data_as<float>();
+    for (int64_t i = 0; i < big.num_elements(); ++i) p[i] = i % 1000003;
+    const JobRequest big_job = IdentityJob(&big, workers);
+    ResetHwm((*cluster)->coordinator_pid());
+    for (pid_t w : (*cluster)->worker_pids()) ResetHwm(w);
+    Sorted t;
+    for (int it = 0; it < big_iters; ++it) {
+      const auto t0 = Clock::now();
+      auto r = (*client)->Run(big_job);
+      const auto t1 = Clock::now();
+      if (!r.ok() || r->outputs.size() != 1 || !SameBytes(r->outputs[0], big)) {
+        std::fprintf(stderr, "job_bench: big job failed: %s\n",
+                     r.ok() ? "wrong output" : r.status().ToString().c_str());
+        return 1;
+      }
+      t.us.push_back(
+          std::chrono::duration<double, std::micro>(t1 - t0).count());
+    }
+    std::vector<long> worker_kb;
+    for (pid_t w : (*cluster)->worker_pids()) worker_kb.push_back(ReadHwmKb(w));
+    const double median = t.at(0.5);
+    std::printf(
+        "RESULT impl=shardmap op=job_big n=%d bytes=%lld iters=%zu "
+        "median_us=%.2f min_us=%.2f max_us=%.2f coordinator_rss_kb=%ld "
+        "rss_kb=%s algo=client_coordinator_workers\n",
+        workers, static_cast<long long>(big_bytes), t.us.size(), median,
+        t.us.front(), t.us.back(), ReadHwmKb((*cluster)->coordinator_pid()),
+        absl::StrJoin(worker_kb, ",").c_str());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardmap
+
+int main(int argc, char** argv) {
+  CLI::App app{"job_bench: shardmap jobs end to end on a local cluster"};
+  int workers = 4, tiny_iters = 500, clients = 8, big_iters = 2, timeout = 600;
+  double seconds = 3;
+  int64_t big_bytes = 256 << 20;
+  app.add_option("--workers", workers)->capture_default_str();
+  app.add_option("--tiny-iters", tiny_iters)->capture_default_str();
+  app.add_option("--clients", clients)->capture_default_str();
+  app.add_option("--seconds", seconds, "job_rate duration")
+      ->capture_default_str();
+  app.add_option("--big-bytes", big_bytes)->capture_default_str();
+  app.add_option("--big-iters", big_iters)->capture_default_str();
+  app.add_option("--timeout", timeout, "seconds before giving up")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  if (big_bytes % (4 * workers) != 0) {
+    std::fprintf(stderr, "--big-bytes must split into float32 per worker\n");
+    return 64;
+  }
+  // A watchdog; the cluster's processes die with us (PDEATHSIG).
+  std::thread([timeout] {
+    std::this_thread::sleep_for(std::chrono::seconds(timeout));
+    std::fprintf(stderr, "job_bench: timed out after %d s\n", timeout);
+    std::_Exit(1);
+  }).detach();
+  return shardmap::Run(workers, tiny_iters, clients, seconds, big_bytes,
+                       big_iters);
+}
