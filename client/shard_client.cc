@@ -236,25 +236,25 @@ absl::Status ShardClient::Delete(const std::string& name) const {
 
 absl::StatusOr<std::vector<v1::ResidentInfo>> ShardClient::Save(
     const std::string& directory) const {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(10)));
-  v1::CheckpointRequest request;
-  request.set_directory(directory);
-  v1::CheckpointResponse response;
-  grpc::Status s = stub_->SaveCheckpoint(&context, request, &response);
-  if (!s.ok()) return FromGrpcStatus(s);
-  return std::vector<v1::ResidentInfo>(response.arrays().begin(),
-                                       response.arrays().end());
+  return Checkpoint(directory, /*restore=*/false);
 }
 
 absl::StatusOr<std::vector<v1::ResidentInfo>> ShardClient::Restore(
     const std::string& directory) const {
+  return Checkpoint(directory, /*restore=*/true);
+}
+
+absl::StatusOr<std::vector<v1::ResidentInfo>> ShardClient::Checkpoint(
+    const std::string& directory, bool restore) const {
   grpc::ClientContext context;
+  // Every block of every array is written or read: allow minutes.
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(10)));
   v1::CheckpointRequest request;
   request.set_directory(directory);
   v1::CheckpointResponse response;
-  grpc::Status s = stub_->RestoreCheckpoint(&context, request, &response);
+  grpc::Status s = restore
+                       ? stub_->RestoreCheckpoint(&context, request, &response)
+                       : stub_->SaveCheckpoint(&context, request, &response);
   if (!s.ok()) return FromGrpcStatus(s);
   return std::vector<v1::ResidentInfo>(response.arrays().begin(),
                                        response.arrays().end());

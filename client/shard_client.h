@@ -112,6 +112,8 @@ class ShardClient {
 
  private:
   explicit ShardClient(const Options& options);
+  absl::StatusOr<std::vector<v1::ResidentInfo>> Checkpoint(
+      const std::string& directory, bool restore) const;
   const Options options_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 };

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "worker/function_registry.h"
 #include "worker/functions/elementwise.h"
+#include "worker/functions/kernel_util.h"
 #include "worker/functions/linalg.h"
 #include "worker/functions/reduce.h"
 
@@ -37,13 +38,6 @@ const nlohmann::json& KwargOrNull(const nlohmann::json& kwargs,
   if (!kwargs.is_object()) return *kNull;
   auto it = kwargs.find(name);
   return it == kwargs.end() ? *kNull : *it;
-}
-
-Result One(absl::StatusOr<Tensor> t) {
-  if (!t.ok()) return t.status();
-  std::vector<Tensor> out;
-  out.push_back(*std::move(t));
-  return out;
 }
 
 Result IdentityKernel(const CallContext&, std::vector<Tensor>& args,

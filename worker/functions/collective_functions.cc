@@ -11,6 +11,7 @@
 #include "worker/communicator.h"
 #include "worker/function_registry.h"
 #include "worker/functions/elementwise.h"
+#include "worker/functions/kernel_util.h"
 #include "worker/functions/linalg.h"
 #include "worker/functions/reduce.h"
 
@@ -21,27 +22,6 @@ using Result = absl::StatusOr<std::vector<Tensor>>;
 
 std::vector<DType> AllDTypes() {
   return {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64};
-}
-
-Result One(absl::StatusOr<Tensor> t) {
-  if (!t.ok()) return t.status();
-  std::vector<Tensor> out;
-  out.push_back(*std::move(t));
-  return out;
-}
-
-// The communicator and the axes every collective function takes.
-absl::StatusOr<std::pair<Communicator*, Axes>> Prepare(
-    const char* fn, const CallContext& ctx, const nlohmann::json& kwargs) {
-  if (ctx.comm == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(fn,
-                     " needs collectives, but this job runs without a "
-                     "communicator"));
-  }
-  SHARD_ASSIGN_OR_RETURN(
-      Axes axes, AxesFromJson(fn, kwargs.value("axes", nlohmann::json())));
-  return std::make_pair(ctx.comm, std::move(axes));
 }
 
 int64_t IntKwarg(const nlohmann::json& kwargs, const char* name) {
@@ -57,21 +37,22 @@ template <absl::StatusOr<Tensor> (Communicator::*kOp)(const Tensor&,
 Kernel ReduceKernel(const char* fn) {
   return [fn](const CallContext& ctx, std::vector<Tensor>& args,
               const nlohmann::json& kwargs) -> Result {
-    SHARD_ASSIGN_OR_RETURN(auto ca, Prepare(fn, ctx, kwargs));
+    SHARD_ASSIGN_OR_RETURN(auto ca, PrepareCollective(fn, ctx, kwargs));
     return One((ca.first->*kOp)(args[0], ca.second));
   };
 }
 
 Result AllGatherKernel(const CallContext& ctx, std::vector<Tensor>& args,
                        const nlohmann::json& kwargs) {
-  SHARD_ASSIGN_OR_RETURN(auto ca, Prepare("all_gather", ctx, kwargs));
+  SHARD_ASSIGN_OR_RETURN(auto ca, PrepareCollective("all_gather", ctx, kwargs));
   return One(ca.first->AllGather(args[0], ca.second, IntKwarg(kwargs, "axis"),
                                  BoolKwarg(kwargs, "tiled")));
 }
 
 Result PsumScatterKernel(const CallContext& ctx, std::vector<Tensor>& args,
                          const nlohmann::json& kwargs) {
-  SHARD_ASSIGN_OR_RETURN(auto ca, Prepare("psum_scatter", ctx, kwargs));
+  SHARD_ASSIGN_OR_RETURN(auto ca,
+                         PrepareCollective("psum_scatter", ctx, kwargs));
   return One(ca.first->PsumScatter(args[0], ca.second,
                                    IntKwarg(kwargs, "scatter_dimension"),
                                    BoolKwarg(kwargs, "tiled")));
@@ -79,14 +60,14 @@ Result PsumScatterKernel(const CallContext& ctx, std::vector<Tensor>& args,
 
 Result PpermuteKernel(const CallContext& ctx, std::vector<Tensor>& args,
                       const nlohmann::json& kwargs) {
-  SHARD_ASSIGN_OR_RETURN(auto ca, Prepare("ppermute", ctx, kwargs));
+  SHARD_ASSIGN_OR_RETURN(auto ca, PrepareCollective("ppermute", ctx, kwargs));
   return One(ca.first->Ppermute(args[0], ca.second,
                                 kwargs.value("perm", nlohmann::json::array())));
 }
 
 Result AllToAllKernel(const CallContext& ctx, std::vector<Tensor>& args,
                       const nlohmann::json& kwargs) {
-  SHARD_ASSIGN_OR_RETURN(auto ca, Prepare("all_to_all", ctx, kwargs));
+  SHARD_ASSIGN_OR_RETURN(auto ca, PrepareCollective("all_to_all", ctx, kwargs));
   return One(ca.first->AllToAll(
       args[0], ca.second, IntKwarg(kwargs, "split_axis"),
       IntKwarg(kwargs, "concat_axis"), BoolKwarg(kwargs, "tiled")));
@@ -94,7 +75,7 @@ Result AllToAllKernel(const CallContext& ctx, std::vector<Tensor>& args,
 
 Result AxisIndexKernel(const CallContext& ctx, std::vector<Tensor>& args,
                        const nlohmann::json& kwargs) {
-  SHARD_ASSIGN_OR_RETURN(auto ca, Prepare("axis_index", ctx, kwargs));
+  SHARD_ASSIGN_OR_RETURN(auto ca, PrepareCollective("axis_index", ctx, kwargs));
   SHARD_ASSIGN_OR_RETURN(int64_t index, ca.first->AxisIndex(ca.second));
   Tensor out(DType::kInt32, {1});
   out.data_as<int32_t>()[0] = static_cast<int32_t>(index);
@@ -105,7 +86,8 @@ Result AxisIndexKernel(const CallContext& ctx, std::vector<Tensor>& args,
 // contracting dimension is split over `axes`.
 Result MatmulPsumKernel(const CallContext& ctx, std::vector<Tensor>& args,
                         const nlohmann::json& kwargs) {
-  SHARD_ASSIGN_OR_RETURN(auto ca, Prepare("matmul_psum", ctx, kwargs));
+  SHARD_ASSIGN_OR_RETURN(auto ca,
+                         PrepareCollective("matmul_psum", ctx, kwargs));
   SHARD_ASSIGN_OR_RETURN(Tensor partial, Matmul(args[0], args[1]));
   return One(ca.first->Psum(partial, ca.second));
 }
@@ -115,7 +97,7 @@ Result MatmulPsumKernel(const CallContext& ctx, std::vector<Tensor>& args,
 // and its partial output, and psum adds the partials.
 Result MlpTpKernel(const CallContext& ctx, std::vector<Tensor>& args,
                    const nlohmann::json& kwargs) {
-  SHARD_ASSIGN_OR_RETURN(auto ca, Prepare("mlp_tp", ctx, kwargs));
+  SHARD_ASSIGN_OR_RETURN(auto ca, PrepareCollective("mlp_tp", ctx, kwargs));
   SHARD_ASSIGN_OR_RETURN(Tensor hidden, Matmul(args[0], args[1]));
   SHARD_ASSIGN_OR_RETURN(Tensor partial,
                          Matmul(Relu(std::move(hidden)), args[2]));
@@ -126,7 +108,7 @@ Result MlpTpKernel(const CallContext& ctx, std::vector<Tensor>& args,
 // as shape [1], identical on every device of the group.
 Result GlobalSumKernel(const CallContext& ctx, std::vector<Tensor>& args,
                        const nlohmann::json& kwargs) {
-  SHARD_ASSIGN_OR_RETURN(auto ca, Prepare("global_sum", ctx, kwargs));
+  SHARD_ASSIGN_OR_RETURN(auto ca, PrepareCollective("global_sum", ctx, kwargs));
   SHARD_ASSIGN_OR_RETURN(
       Tensor local, Sum(args[0], nlohmann::json(nullptr), /*keepdims=*/false));
   Tensor one(local.dtype(), {1});

@@ -24,6 +24,8 @@
 #include "core/status_util.h"
 #include "worker/communicator.h"
 #include "worker/function_registry.h"
+#include "worker/functions/dtype_dispatch.h"
+#include "worker/functions/kernel_util.h"
 
 namespace shardmap {
 namespace {
@@ -60,36 +62,6 @@ absl::StatusOr<Tensor*> StateSlot(const char* fn, const CallContext& ctx,
   return absl::FailedPreconditionError(
       absl::StrCat(fn, " needs its state '", slot,
                    "' bound to a resident array (--state ", slot, "=NAME)"));
-}
-
-// The communicator and the axes of a collective function (as
-// collective_functions.cc's Prepare).
-absl::StatusOr<std::pair<Communicator*, Axes>> Prepare(
-    const char* fn, const CallContext& ctx, const nlohmann::json& kwargs) {
-  if (ctx.comm == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(fn,
-                     " needs collectives, but this job runs without a "
-                     "communicator"));
-  }
-  SHARD_ASSIGN_OR_RETURN(
-      Axes axes, AxesFromJson(fn, kwargs.value("axes", nlohmann::json())));
-  return std::make_pair(ctx.comm, std::move(axes));
-}
-
-template <typename F>
-auto VisitType(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFloat64:
-      return f(double{});
-    case DType::kInt32:
-      return f(int32_t{});
-    case DType::kInt64:
-      return f(int64_t{});
-    case DType::kFloat32:
-      break;
-  }
-  return f(float{});
 }
 
 // ---------------------------------------------------------------------------
@@ -129,7 +101,7 @@ Result AccumulateKernel(const CallContext& ctx, std::vector<Tensor>& args,
         " but state 'buffer' has shape ", ShapeTuple(buffer->shape()),
         "; they must match exactly (per-device blocks)"));
   }
-  VisitType(x.dtype(), [&](auto zero) {
+  VisitDType(x.dtype(), [&](auto zero) {
     using T = decltype(zero);
     AddInPlace(buffer->data_as<T>(), x.data_as<T>(), x.num_elements());
   });
@@ -193,7 +165,7 @@ Result LinearSgdStepKernel(const CallContext& ctx, std::vector<Tensor>& args,
   constexpr char kFn[] = "linear_sgd_step";
   SHARD_RETURN_IF_ERROR(CheckArity(kFn, args, 2));
   SHARD_ASSIGN_OR_RETURN(Tensor * params, StateSlot(kFn, ctx, "params"));
-  SHARD_ASSIGN_OR_RETURN(auto ca, Prepare(kFn, ctx, kwargs));
+  SHARD_ASSIGN_OR_RETURN(auto ca, PrepareCollective(kFn, ctx, kwargs));
   const Tensor& x = args[0];
   const Tensor& y = args[1];
 
