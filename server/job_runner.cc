@@ -89,6 +89,7 @@ struct JobHeader {
   const std::vector<uint64_t>* output_versions;  // per output
   const std::vector<uint64_t>* state_versions;   // per state
   bool two_phase;
+  uint64_t epoch;  // this coordinator's start
 };
 
 v1::ResidentSource SourceOf(const ResidentArray& a,
@@ -115,7 +116,9 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
     job->add_device_addresses(w.address);
   }
   job->set_ticket((*common.tickets)[d]);
-  job->set_worker_id((*common.workers)[d].id);
+  // Tickets count per (worker, coordinator start): a restarted coordinator
+  // numbers its workers from w0 again, and its tickets from 0.
+  job->set_worker_id(absl::StrCat((*common.workers)[d].id, "@", common.epoch));
   job->set_collective_timeout_ms(
       absl::ToInt64Milliseconds(common.collective_timeout));
   job->set_job_id(job_id);
@@ -288,9 +291,13 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   for (size_t i = 0; i < plan.states.size(); ++i) {
     if (plan.states[i].write) state_versions[i] = index_->NextVersion();
   }
-  const JobHeader header{
-      &workers,         &tickets,        options_.collective_timeout,
-      &output_versions, &state_versions, two_phase};
+  const JobHeader header{&workers,
+                         &tickets,
+                         options_.collective_timeout,
+                         &output_versions,
+                         &state_versions,
+                         two_phase,
+                         epoch_};
   JobAbort abort(n);
   // Set by this thread when a worker stops being live mid-job.
   std::vector<absl::Status> lost(n);

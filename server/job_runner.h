@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,8 @@ class JobRunner {
   const Options options_;
   WorkerConnector* const connector_;  // Not owned.
   ResidentIndex* const index_;        // Not owned; may be null.
+  // Random per coordinator start; see the ticket comment in RunDevice.
+  const uint64_t epoch_ = std::random_device{}();
   absl::Mutex tickets_mu_;
   std::map<std::string, uint64_t> next_ticket_ ABSL_GUARDED_BY(tickets_mu_);
 };

@@ -21,9 +21,20 @@ absl::StatusOr<std::unique_ptr<NameLocks::Held>> NameLocks::Acquire(
     return true;
   };
   if (!mu_.AwaitWithDeadline(absl::Condition(&free), deadline)) {
-    return absl::DeadlineExceededError(
+    // Name the first array that was still in use.
+    std::string busy;
+    for (const std::string& r : reads) {
+      if (busy.empty() && writers_.count(r) > 0) busy = r;
+    }
+    for (const std::string& w : writes) {
+      if (busy.empty() && (writers_.count(w) > 0 || readers_.count(w) > 0)) {
+        busy = w;
+      }
+    }
+    return absl::DeadlineExceededError(absl::StrCat(
         "the job's deadline passed while it waited for other jobs using the "
-        "same resident arrays");
+        "same resident arrays ('",
+        busy, "' was in use)"));
   }
   for (const std::string& r : reads) ++readers_[r];
   for (const std::string& w : writes) writers_.insert(w);

@@ -29,7 +29,16 @@ absl::Status JobSequencer::Enter(const std::string& worker_id, uint64_t ticket,
                      " for it and went on); the job was already failing"));
   }
   arrived_.insert(ticket);
-  while (next_ != ticket) {
+  while (true) {
+    if (worker_id_ != worker_id) {
+      // The worker registered again while this job waited: its ticket
+      // belongs to the old order, not the new one.
+      return absl::AbortedError(absl::StrCat(
+          "job ticket ", ticket, " of worker id ", worker_id,
+          " was waiting its turn when the worker registered again as ",
+          worker_id_));
+    }
+    if (next_ == ticket) break;
     const absl::Time now = absl::Now();
     if (cancelled()) {
       arrived_.erase(ticket);
@@ -49,9 +58,8 @@ absl::Status JobSequencer::Enter(const std::string& worker_id, uint64_t ticket,
       last_progress_ = now;
       continue;
     }
-    auto turn = [this, ticket]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return next_ == ticket;
-    };
+    auto turn = [this, ticket, &worker_id]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(
+                    mu_) { return next_ == ticket || worker_id_ != worker_id; };
     mu_.AwaitWithDeadline(absl::Condition(&turn),
                           std::min(deadline, now + kPoll));
   }

@@ -93,9 +93,19 @@ void ResidentStore::Persist(const std::string& name, const Block& b) const {
 
 void ResidentStore::Unpersist(const std::string& name) const {
   if (directory_.empty()) return;
+  namespace fs = std::filesystem;
   std::error_code ec;
-  std::filesystem::remove_all(
-      std::filesystem::path(directory_) / "arrays" / name, ec);
+  const fs::path dir = fs::path(directory_) / "arrays" / name;
+  // Only this array's own files: its directory may also hold those of
+  // longer names ("a" and "a/b"). The metadata first, so a crash midway
+  // leaves no metadata pointing at a missing file.
+  fs::remove(dir / "current.json", ec);
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file(ec)) files.push_back(entry.path());
+  }
+  for (const fs::path& f : files) fs::remove(f, ec);
+  fs::remove(dir, ec);  // only if nothing else is left in it
 }
 
 absl::StatusOr<int> ResidentStore::LoadDirectory() {
