@@ -68,7 +68,7 @@ absl::Status DescribeFailure(const absl::Status& s, const std::string& device) {
           absl::StrCat(device, " is unavailable: ", s.message()));
     case absl::StatusCode::kDeadlineExceeded:
       return absl::DeadlineExceededError(
-          absl::StrCat("the job's deadline passed while waiting for ", device));
+          absl::StrCat("timed out waiting for ", device, ": ", s.message()));
     default:
       return Annotate(s, device);
   }

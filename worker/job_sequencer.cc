@@ -18,6 +18,7 @@ absl::Status JobSequencer::Enter(const std::string& worker_id, uint64_t ticket,
     worker_id_ = worker_id;
     next_ = 0;
     arrived_.clear();
+    abandoned_.clear();
     last_progress_ = absl::Now();
   }
   if (ticket < next_) {
@@ -40,21 +41,35 @@ absl::Status JobSequencer::Enter(const std::string& worker_id, uint64_t ticket,
     }
     if (next_ == ticket) break;
     const absl::Time now = absl::Now();
+    // A job that gives up waiting leaves its ticket behind as done, so
+    // the jobs after it do not wait for it.
     if (cancelled()) {
       arrived_.erase(ticket);
+      abandoned_.insert(ticket);
       return absl::CancelledError(
           "the job was cancelled while waiting its turn");
     }
     if (now >= deadline) {
       arrived_.erase(ticket);
+      abandoned_.insert(ticket);
       return absl::DeadlineExceededError(
           absl::StrCat("the job's deadline passed while it waited for ",
                        ticket - next_, " earlier job(s) on this worker"));
     }
+    if (abandoned_.count(next_) > 0) {
+      abandoned_.erase(next_);
+      ++next_;
+      last_progress_ = now;
+      continue;
+    }
     if (arrived_.count(next_) == 0 &&
         now - last_progress_ > options_.gap_timeout) {
-      spdlog::warn("job ticket {} never arrived; going on without it", next_);
-      ++next_;
+      // Every ticket before the earliest one here never came (their jobs
+      // failed before reaching this worker): skip them all at once.
+      const uint64_t first = *arrived_.begin();
+      spdlog::warn("job tickets {} to {} never arrived; going on without them",
+                   next_, first - 1);
+      next_ = first;
       last_progress_ = now;
       continue;
     }
@@ -72,6 +87,7 @@ void JobSequencer::Leave(const std::string& worker_id, uint64_t ticket) {
   arrived_.erase(ticket);
   if (next_ == ticket) {
     ++next_;
+    while (abandoned_.erase(next_) > 0) ++next_;
     last_progress_ = absl::Now();
   }
 }

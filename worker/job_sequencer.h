@@ -5,10 +5,11 @@
 // no job can wait in a collective on a peer busy with another job that
 // waits on it.
 //
-// A ticket that never arrives (its job failed before reaching this worker)
-// is skipped after `gap_timeout`; if it arrives after all, it is refused
-// with ABORTED. A new worker id (the worker registered again, e.g. after a
-// coordinator restart) starts again from ticket 0.
+// Tickets that never arrive (their jobs failed before reaching this
+// worker) are skipped, all at once, after `gap_timeout`; one that arrives
+// after all is refused with ABORTED. A job cancelled while waiting leaves
+// its ticket behind as done. A new worker id (the worker registered again, e.g.
+// after a coordinator restart) starts again from ticket 0.
 //
 // Thread-safe.
 #ifndef SHARDMAP_WORKER_JOB_SEQUENCER_H_
@@ -49,6 +50,8 @@ class JobSequencer {
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
   uint64_t next_ ABSL_GUARDED_BY(mu_) = 0;  // whose turn it is
   std::set<uint64_t> arrived_ ABSL_GUARDED_BY(mu_);
+  // Tickets whose jobs gave up while waiting: done, as far as order goes.
+  std::set<uint64_t> abandoned_ ABSL_GUARDED_BY(mu_);
   absl::Time last_progress_ ABSL_GUARDED_BY(mu_) = absl::Now();
 };
 
