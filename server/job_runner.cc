@@ -276,7 +276,6 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   for (int64_t d = 0; d < n; ++d) {
     results.emplace_back(absl::UnknownError("not run"));
   }
-  const std::vector<uint64_t> tickets = IssueTickets(workers);
   std::vector<uint64_t> output_versions(plan.resident_outputs.size(), 0);
   std::vector<uint64_t> state_versions(plan.states.size(), 0);
   const bool two_phase = plan.writes_residents();
@@ -291,6 +290,9 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   for (size_t i = 0; i < plan.states.size(); ++i) {
     if (plan.states[i].write) state_versions[i] = index_->NextVersion();
   }
+  // Issued last, right before the headers go out: every ticket handed out
+  // is sent to its worker (unless the job is aborted meanwhile).
+  const std::vector<uint64_t> tickets = IssueTickets(workers);
   const JobHeader header{&workers,
                          &tickets,
                          options_.collective_timeout,
