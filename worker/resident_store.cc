@@ -12,6 +12,22 @@
 namespace shardmap {
 namespace {
 constexpr size_t kVersionsKept = 2;
+
+// One flat directory per array: its name with '/' and '%' escaped, so no
+// name's files can ever land in another name's directory.
+std::string DirectoryName(const std::string& name) {
+  std::string out;
+  for (char c : name) {
+    if (c == '/') {
+      out += "%2F";
+    } else if (c == '%') {
+      out += "%25";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
 }  // namespace
 
 absl::StatusOr<ResidentStore::Block> ResidentStore::Find(
@@ -65,7 +81,7 @@ void ResidentStore::Persist(const std::string& name, const Block& b) const {
   if (directory_.empty()) return;
   namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::path dir = fs::path(directory_) / "arrays" / name;
+  const fs::path dir = fs::path(directory_) / "arrays" / DirectoryName(name);
   fs::create_directories(dir, ec);
   // The data first, then the metadata that makes it count: a crash in
   // between leaves the previous version in effect.
@@ -95,17 +111,11 @@ void ResidentStore::Unpersist(const std::string& name) const {
   if (directory_.empty()) return;
   namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::path dir = fs::path(directory_) / "arrays" / name;
-  // Only this array's own files: its directory may also hold those of
-  // longer names ("a" and "a/b"). The metadata first, so a crash midway
-  // leaves no metadata pointing at a missing file.
+  const fs::path dir = fs::path(directory_) / "arrays" / DirectoryName(name);
+  // The metadata first, so a crash midway leaves no metadata pointing at
+  // a missing file.
   fs::remove(dir / "current.json", ec);
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_regular_file(ec)) files.push_back(entry.path());
-  }
-  for (const fs::path& f : files) fs::remove(f, ec);
-  fs::remove(dir, ec);  // only if nothing else is left in it
+  fs::remove_all(dir, ec);
 }
 
 absl::StatusOr<int> ResidentStore::LoadDirectory() {

@@ -311,6 +311,22 @@ TEST_F(ResidentStoreDirTest, DropLeavesLongerNamesBelowIt) {
   EXPECT_TRUE(Has(*store, "a/b", 2));
 }
 
+TEST_F(ResidentStoreDirTest, NamesThatLookLikeFilesDoNotClash) {
+  // "a/v2.npy" as a name must not collide with version 2 of "a" on disk.
+  {
+    ResidentStore store(dir_);
+    store.Put("a", MakeBlock(2, 0, {0}, {4}, 1));
+    store.Put("a/v2.npy", MakeBlock(3, 0, {0}, {4}, 2));
+    store.Put("a/current.json", MakeBlock(4, 0, {0}, {4}, 3));
+  }
+  int loaded = -1;
+  auto store = Reopen(&loaded);
+  EXPECT_EQ(loaded, 3);
+  EXPECT_TRUE(Has(*store, "a", 2));
+  EXPECT_TRUE(Has(*store, "a/v2.npy", 3));
+  EXPECT_TRUE(Has(*store, "a/current.json", 4));
+}
+
 TEST_F(ResidentStoreDirTest, MalformedMetadataNamesTheFile) {
   const fs::path d = fs::path(dir_) / "arrays" / "broken";
   fs::create_directories(d);
