@@ -52,6 +52,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "bench/bench_util.h"
 #include "core/channel.h"
 #include "worker/collectives/all_gather.h"
 #include "worker/collectives/all_reduce.h"
@@ -62,6 +63,10 @@
 namespace shardmap {
 namespace {
 
+using shardmap_bench::Iterations;
+using shardmap_bench::ReadHwmKb;
+using shardmap_bench::ResetHwm;
+
 struct Config {
   std::string op = "psum";
   std::string mode = "procs";
@@ -70,23 +75,6 @@ struct Config {
   double scale = 1.0;  // iteration count factor (--quick uses < 1)
   int timeout_s = 600;
 };
-
-// The iteration counts of COLLECTIVES.md, scaled: warm-up 20/5/2/1 and
-// measured 200/50/20/5 for <= 64 KiB, 256 KiB, 4 MiB, larger.
-void Iterations(int64_t bytes, double scale, int* warmup, int* iters) {
-  int w, n;
-  if (bytes <= (64 << 10)) {
-    w = 20, n = 200;
-  } else if (bytes <= (256 << 10)) {
-    w = 5, n = 50;
-  } else if (bytes <= (4 << 20)) {
-    w = 2, n = 20;
-  } else {
-    w = 1, n = 5;
-  }
-  *warmup = std::max(1, static_cast<int>(std::lround(w * scale)));
-  *iters = std::max(3, static_cast<int>(std::lround(n * scale)));
-}
 
 // What each rank sends and how many bytes its output holds.
 int64_t InputBytes(const Config& c, int64_t size) {
@@ -105,23 +93,6 @@ std::string AlgorithmName(const Config& c, int64_t size) {
                : "ring";
   }
   return "direct_shift";
-}
-
-// Peak RSS of this process in KiB, and its reset (Linux >= 4.0).
-long ReadHwmKb() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
-  }
-  return -1;
-}
-void ResetHwm() {
-  const int fd = open("/proc/self/clear_refs", O_WRONLY);
-  if (fd < 0) return;
-  if (write(fd, "5", 1) < 0) {
-  }
-  close(fd);
 }
 
 // One collective call of rank `rank`, and its result check.

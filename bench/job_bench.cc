@@ -32,31 +32,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "bench/bench_util.h"
 #include "client/local_cluster.h"
 #include "client/shard_client.h"
 
 namespace shardmap {
 namespace {
 
+using shardmap_bench::ReadHwmKb;
+using shardmap_bench::ResetHwm;
+
 using Clock = std::chrono::steady_clock;
-
-long ReadHwmKb(pid_t pid) {
-  std::ifstream f(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
-  }
-  return -1;
-}
-
-void ResetHwm(pid_t pid) {
-  const int fd =
-      open(absl::StrCat("/proc/", pid, "/clear_refs").c_str(), O_WRONLY);
-  if (fd < 0) return;
-  if (write(fd, "5", 1) < 0) {
-  }
-  close(fd);
-}
 
 JobRequest IdentityJob(const Tensor* x, int workers) {
   JobRequest job;

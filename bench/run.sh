@@ -136,14 +136,14 @@ mkdir -p "$REF"
 HAVE_MPI=0; HAVE_GLOO=0
 if command -v mpicxx >/dev/null; then
   if [[ ! -x $REF/mpi_bench || $ROOT/bench/ref/mpi_bench.cc -nt $REF/mpi_bench ]]; then
-    timeout 300 mpicxx -O2 -std=c++17 -o "$REF/mpi_bench" "$ROOT/bench/ref/mpi_bench.cc" \
+    timeout 300 mpicxx -O2 -std=c++17 -o "$REF/mpi_bench" "$ROOT/bench/ref/mpi_bench.cc" -I "$ROOT" \
       >>"$OUT/logs/build.log" 2>&1 || echo "run.sh: mpi_bench did not build" >&2
   fi
   [[ -x $REF/mpi_bench ]] && HAVE_MPI=1
 fi
 if [[ -f /usr/include/gloo/allreduce.h ]]; then
   if [[ ! -x $REF/gloo_bench || $ROOT/bench/ref/gloo_bench.cc -nt $REF/gloo_bench ]]; then
-    timeout 300 g++ -O2 -std=c++17 -o "$REF/gloo_bench" "$ROOT/bench/ref/gloo_bench.cc" \
+    timeout 300 g++ -O2 -std=c++17 -o "$REF/gloo_bench" "$ROOT/bench/ref/gloo_bench.cc" -I "$ROOT" \
       -lgloo -pthread >>"$OUT/logs/build.log" 2>&1 || echo "run.sh: gloo_bench did not build" >&2
   fi
   [[ -x $REF/gloo_bench ]] && HAVE_GLOO=1

@@ -19,34 +19,12 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
+
 namespace {
 
-void Iterations(long long bytes, double scale, int* warmup, int* iters) {
-  int w, n;
-  if (bytes <= (64 << 10)) {
-    w = 20, n = 200;
-  } else if (bytes <= (256 << 10)) {
-    w = 5, n = 50;
-  } else if (bytes <= (4 << 20)) {
-    w = 2, n = 20;
-  } else {
-    w = 1, n = 5;
-  }
-  *warmup = std::max(1, static_cast<int>(std::lround(w * scale)));
-  *iters = std::max(3, static_cast<int>(std::lround(n * scale)));
-}
-
-long ReadHwmKb() {
-  FILE* f = std::fopen("/proc/self/status", "r");
-  if (f == nullptr) return -1;
-  char line[256];
-  long kb = -1;
-  while (std::fgets(line, sizeof(line), f)) {
-    if (std::strncmp(line, "VmHWM:", 6) == 0) kb = std::atol(line + 6);
-  }
-  std::fclose(f);
-  return kb;
-}
+using shardmap_bench::Iterations;
+using shardmap_bench::ReadHwmKb;
 
 }  // namespace
 

@@ -1,0 +1,67 @@
+// What every benchmark driver shares, shardmap's and the references' alike,
+// so they measure the same way: the iteration counts of
+// ../shared/anchors/COLLECTIVES.md, and peak RSS from /proc. Header-only
+// and free of project dependencies: the MPI and Gloo drivers include it
+// too (run.sh builds them with -I at the project root).
+#ifndef SHARDMAP_BENCH_BENCH_UTIL_H_
+#define SHARDMAP_BENCH_BENCH_UTIL_H_
+
+#include <fcntl.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+namespace shardmap_bench {
+
+// Warm-up 20/5/2/1 and measured 200/50/20/5 iterations for messages of at
+// most 64 KiB, 256 KiB, 4 MiB, and larger; `scale` shrinks them (--quick),
+// never below 1 warm-up and 3 measured.
+inline void Iterations(long long bytes, double scale, int* warmup, int* iters) {
+  int w, n;
+  if (bytes <= (64 << 10)) {
+    w = 20, n = 200;
+  } else if (bytes <= (256 << 10)) {
+    w = 5, n = 50;
+  } else if (bytes <= (4 << 20)) {
+    w = 2, n = 20;
+  } else {
+    w = 1, n = 5;
+  }
+  *warmup = std::max(1, static_cast<int>(std::lround(w * scale)));
+  *iters = std::max(3, static_cast<int>(std::lround(n * scale)));
+}
+
+inline std::string ProcPath(pid_t pid, const char* file) {
+  return (pid == 0 ? std::string("/proc/self/")
+                   : "/proc/" + std::to_string(pid) + "/") +
+         file;
+}
+
+// Peak RSS (VmHWM) of process `pid` (0: this one) in KiB, or -1.
+inline long ReadHwmKb(pid_t pid = 0) {
+  std::ifstream f(ProcPath(pid, "status"));
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+  }
+  return -1;
+}
+
+// Starts a new peak for `pid` (0: this one); Linux >= 4.0, best effort.
+inline void ResetHwm(pid_t pid = 0) {
+  const int fd = open(ProcPath(pid, "clear_refs").c_str(), O_WRONLY);
+  if (fd < 0) return;
+  if (write(fd, "5", 1) < 0) {
+    // Nothing to do: the peak then covers more than the step.
+  }
+  close(fd);
+}
+
+}  // namespace shardmap_bench
+
+#endif  // SHARDMAP_BENCH_BENCH_UTIL_H_
