@@ -15,12 +15,11 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 import shardmap_ref as ref  # noqa: E402
 
-BIN = os.environ.get(
-    "SHARDMAP_BIN_DIR",
-    os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin"))
-SHARDCTL = os.path.join(BIN, "shardctl")
+BIN = harness.BIN
+SHARDCTL = harness.SHARDCTL
 TIMEOUT = 120  # seconds; every subprocess call is bounded
 
 CLUSTER = None
@@ -31,20 +30,12 @@ TMP = None
 def setUpModule():
     global CLUSTER, ADDRESS, TMP
     TMP = tempfile.TemporaryDirectory(prefix="shardmap-cli-test-")
-    CLUSTER = subprocess.Popen(
-        [SHARDCTL, "up", "--workers", "8", "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    ADDRESS = CLUSTER.stdout.readline().strip()
-    if not ADDRESS:
-        raise RuntimeError("shardctl up did not print an address")
+    CLUSTER = harness.UpCluster(workers=8)
+    ADDRESS = CLUSTER.address
 
 
 def tearDownModule():
-    CLUSTER.terminate()
-    try:
-        CLUSTER.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        CLUSTER.kill()
+    CLUSTER.close()
     TMP.cleanup()
 
 

@@ -19,12 +19,10 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 import shardmap_ref as ref  # noqa: E402
 
-BIN = os.environ.get(
-    "SHARDMAP_BIN_DIR",
-    os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin"))
-SHARDCTL = os.path.join(BIN, "shardctl")
+SHARDCTL = harness.SHARDCTL
 MESH = "x=2,y=2,z=2"
 ALL = "P(('x', 'y', 'z'))"
 AXES = [["x"], ["y"], ["z"], ["x", "y"], ["y", "x"], ["z", "x"],
@@ -40,20 +38,12 @@ _count = [0]
 def setUpModule():
     global CLUSTER, ADDRESS, TMP
     TMP = tempfile.TemporaryDirectory(prefix="shardmap-coll-test-")
-    CLUSTER = subprocess.Popen(
-        [SHARDCTL, "up", "--workers", "8", "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    ADDRESS = CLUSTER.stdout.readline().strip()
-    if not ADDRESS:
-        raise RuntimeError("shardctl up did not print an address")
+    CLUSTER = harness.UpCluster(workers=8)
+    ADDRESS = CLUSTER.address
 
 
 def tearDownModule():
-    CLUSTER.terminate()
-    try:
-        CLUSTER.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        CLUSTER.kill()
+    CLUSTER.close()
     TMP.cleanup()
 
 
@@ -271,46 +261,21 @@ class WorkerLossTest(unittest.TestCase):
 
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory()
-        self.coordinator = subprocess.Popen(
-            [f"{BIN}/shardmap-coordinator", "--listen", "127.0.0.1:0",
-             "--heartbeat-timeout", "1"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.address = self.coordinator.stdout.readline().split()[-1]
-        # The victim (worker 2) logs at debug level, so the test can see it
-        # enter the psum and strike then, while its peers wait on it.
-        self.workers = [subprocess.Popen(
-            [f"{BIN}/shardmap-worker", "--coordinator", self.address,
-             "--listen", "127.0.0.1:0",
-             "--log-level", "debug" if i == 2 else "warn"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE if i == 2 else subprocess.DEVNULL,
-            text=True) for i in range(4)]
-        self.worker_addresses = [w.stdout.readline().split()[-1]
-                                 for w in self.workers]
-        self.wait_for_workers(4)
+        self.cluster = harness.ProcessCluster(workers=0)
+        self.address = self.cluster.address
+        # The victim logs at debug level, so the test can see it enter the
+        # psum and strike then, while its peers wait on it.
+        for i in range(4):
+            if i == 2:
+                self.victim = self.cluster.add_worker(
+                    "--log-level", "debug", stderr=subprocess.PIPE)
+            else:
+                self.cluster.add_worker("--log-level", "warn")
+        self.cluster.wait_for_workers(4)
 
     def tearDown(self):
-        for w in self.workers:
-            w.send_signal(signal.SIGCONT)
-            w.kill()
-            w.wait()
-            w.stdout.close()
-        self.workers[2].stderr.close()
-        self.coordinator.terminate()
-        self.coordinator.wait(timeout=10)
-        self.coordinator.stdout.close()
+        self.cluster.close()
         self.tmp.cleanup()
-
-    def wait_for_workers(self, n):
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            s = subprocess.run([SHARDCTL, "status", "--coordinator",
-                                self.address, "--json"], capture_output=True,
-                               text=True, timeout=30)
-            if s.returncode == 0 and len(json.loads(s.stdout)["workers"]) == n:
-                return
-            time.sleep(0.05)
-        self.fail(f"{n} workers never became live")
 
     def strike_mid_psum(self, sig):
         big = os.path.join(self.tmp.name, "big.npy")
@@ -322,17 +287,17 @@ class WorkerLossTest(unittest.TestCase):
              "--out-spec", "P()", "--kwargs", '{"axes": "x"}',
              "--out", os.path.join(self.tmp.name, "o.npy"), "--timeout", "120"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for line in self.workers[2].stderr:
+        for line in self.victim.proc.stderr:
             if "runs psum" in line:
                 break
-        self.workers[2].send_signal(sig)
+        self.victim.proc.send_signal(sig)
         _, err = job.communicate(timeout=120)
         seconds = time.monotonic() - t0
         print(f"\n  signal {sig} -> {err.strip()} ({seconds:.1f} s)",
               file=sys.stderr)
         self.assertEqual(job.returncode, 69, err)
         self.assertIn("error: UNAVAILABLE:", err)
-        self.assertIn(self.worker_addresses[2], err)
+        self.assertIn(self.victim.address, err)
         self.assertLess(seconds, 30)
 
     def run_until_placed(self, mesh):
@@ -357,8 +322,8 @@ class WorkerLossTest(unittest.TestCase):
         self.strike_mid_psum(signal.SIGSTOP)
         self.run_until_placed("x=3")
         # Back from SIGSTOP, the worker re-registers and serves again.
-        self.workers[2].send_signal(signal.SIGCONT)
-        self.wait_for_workers(4)
+        self.victim.proc.send_signal(signal.SIGCONT)
+        self.cluster.wait_for_workers(4)
         self.run_until_placed("x=4")
 
 
