@@ -38,6 +38,7 @@
 #include "core/mesh.h"
 #include "core/tensor.h"
 #include "tests/unit/status_matchers.h"
+#include "tests/unit/test_arrays.h"
 #include "worker/in_memory_peer_transport.h"
 
 namespace shardmap {
@@ -48,47 +49,6 @@ using json = nlohmann::json;
 
 // ---------------------------------------------------------------------------
 // Arrays: element types, test data, multi-indices
-
-template <typename F>
-auto VisitType(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFloat64:
-      return f(double{});
-    case DType::kInt32:
-      return f(int32_t{});
-    case DType::kInt64:
-      return f(int64_t{});
-    case DType::kFloat32:
-      break;
-  }
-  return f(float{});
-}
-
-uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// Floats with inexact partial sums (so that the summation order shows in
-// the last bits); integers over the whole range (so that sums wrap).
-Tensor Input(DType dtype, const Shape& shape, uint64_t seed) {
-  Tensor t(dtype, shape);
-  VisitType(dtype, [&](auto zero) {
-    using T = decltype(zero);
-    T* p = t.data_as<T>();
-    for (int64_t i = 0; i < t.num_elements(); ++i) {
-      const uint64_t h = Mix(seed * 1000003 + i);
-      if constexpr (std::is_floating_point_v<T>) {
-        p[i] = static_cast<T>(static_cast<int64_t>(h % 20001) - 10000) / T(7);
-      } else {
-        p[i] = static_cast<T>(h);
-      }
-    }
-  });
-  return t;
-}
 
 template <typename T>
 Tensor FromValues(DType dtype, const Shape& shape, const std::vector<T>& v) {
@@ -103,12 +63,6 @@ std::vector<T> Values(const Tensor& t) {
   return std::vector<T>(t.data_as<T>(), t.data_as<T>() + t.num_elements());
 }
 
-int64_t Elements(const Shape& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
-
 int64_t Flat(const Shape& shape, const Index& idx) {
   int64_t f = 0;
   for (size_t i = 0; i < shape.size(); ++i) f = f * shape[i] + idx[i];
@@ -118,7 +72,7 @@ int64_t Flat(const Shape& shape, const Index& idx) {
 // Calls f(idx) for every multi-index of `shape`, row-major.
 void ForEachIndex(const Shape& shape,
                   const std::function<void(const Index&)>& f) {
-  if (Elements(shape) == 0) return;
+  if (NumElements(shape) == 0) return;
   Index idx(shape.size(), 0);
   for (;;) {
     f(idx);
@@ -372,7 +326,7 @@ RunResult RunOnMesh(const Mesh& mesh, int num_calls, const DeviceCall& call,
            << got.num_elements() << " elements, want " << src.size();
   }
   const int64_t n = static_cast<int64_t>(in.size());
-  return VisitType(dtype, [&](auto zero) -> ::testing::AssertionResult {
+  return VisitDType(dtype, [&](auto zero) -> ::testing::AssertionResult {
     using T = decltype(zero);
     for (size_t e = 0; e < src.size(); ++e) {
       const int64_t j = src[e];
@@ -574,7 +528,7 @@ bool Replicated(Op op) {
       case Op::kPmean:
       case Op::kPmax:
       case Op::kPmin: {
-        std::vector<int64_t> identity(Elements(c.shape));
+        std::vector<int64_t> identity(NumElements(c.shape));
         for (size_t e = 0; e < identity.size(); ++e) identity[e] = e;
         ok = CheckReduced(c.op, in, got, identity);
         break;

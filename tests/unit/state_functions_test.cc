@@ -31,6 +31,7 @@
 #include "core/signature.h"
 #include "core/tensor.h"
 #include "tests/unit/status_matchers.h"
+#include "tests/unit/test_arrays.h"
 #include "worker/communicator.h"
 #include "worker/function_registry.h"
 #include "worker/in_memory_peer_transport.h"
@@ -69,49 +70,9 @@ absl::StatusOr<std::vector<Tensor>> Call(const std::string& fn,
   return (*def)->kernel(ctx, args, *resolved);
 }
 
-template <typename F>
-auto VisitType(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFloat64:
-      return f(double{});
-    case DType::kInt32:
-      return f(int32_t{});
-    case DType::kInt64:
-      return f(int64_t{});
-    case DType::kFloat32:
-      break;
-  }
-  return f(float{});
-}
-
-uint64_t Mix(uint64_t x) {  // splitmix64's finalizer
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // Uniform in [-1, 1), from (seed, i).
 double Uniform(uint64_t seed, uint64_t i) {
   return static_cast<double>(Mix(seed * 1000003 + i) >> 11) * 0x1.0p-52 - 1.0;
-}
-
-// Floats with inexact sums; integers over the whole range (sums wrap).
-Tensor Input(DType dtype, const Shape& shape, uint64_t seed) {
-  Tensor t(dtype, shape);
-  VisitType(dtype, [&](auto zero) {
-    using T = decltype(zero);
-    T* p = t.data_as<T>();
-    for (int64_t i = 0; i < t.num_elements(); ++i) {
-      const uint64_t h = Mix(seed * 1000003 + i);
-      if constexpr (std::is_floating_point_v<T>) {
-        p[i] = static_cast<T>(static_cast<int64_t>(h % 20001) - 10000) / T(7);
-      } else {
-        p[i] = static_cast<T>(h);
-      }
-    }
-  });
-  return t;
 }
 
 ::testing::AssertionResult SameBytes(const Tensor& got, const Tensor& want) {
@@ -201,7 +162,7 @@ TEST_P(AccumulateTest, BufferIsTheSumOfTheInputs) {
   for (int k = 0; k < kCalls; ++k) {
     Tensor x = Input(dtype, shape, /*seed=*/100 + k);
     // Reference: a plain loop; integers wrap around.
-    VisitType(dtype, [&](auto zero) {
+    VisitDType(dtype, [&](auto zero) {
       using T = decltype(zero);
       T* w = want.data_as<T>();
       const T* xp = x.data_as<T>();
