@@ -120,10 +120,7 @@ absl::StatusOr<JobResult> ShardClient::Run(const JobRequest& job) const {
         }
         Tensor& t = result.outputs[next_returned++];
         sizes.push_back(t.num_bytes());
-        uint8_t* base = t.data();
-        sinks.push_back([base](size_t offset, absl::string_view data) {
-          std::memcpy(base + offset, data.data(), data.size());
-        });
+        sinks.push_back(ChunkSequencer::Into(t));
       }
       ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "output");
       while (status.ok() && stream->Read(&response)) {

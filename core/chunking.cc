@@ -41,16 +41,20 @@ ChunkSequencer::ChunkSequencer(std::vector<size_t> sizes,
   while (current_ < sizes_.size() && sizes_[current_] == 0) ++current_;
 }
 
+ChunkSequencer::Sink ChunkSequencer::Into(Tensor& tensor) {
+  uint8_t* base = tensor.data();
+  return [base](size_t offset, absl::string_view data) {
+    std::memcpy(base + offset, data.data(), data.size());
+  };
+}
+
 ChunkSequencer ChunkSequencer::ForTensors(std::vector<Tensor>& tensors,
                                           std::string what) {
   std::vector<size_t> sizes;
   std::vector<Sink> sinks;
   for (Tensor& t : tensors) {
     sizes.push_back(t.num_bytes());
-    uint8_t* base = t.data();
-    sinks.push_back([base](size_t offset, absl::string_view data) {
-      std::memcpy(base + offset, data.data(), data.size());
-    });
+    sinks.push_back(Into(t));
   }
   return ChunkSequencer(std::move(sizes), std::move(sinks), std::move(what));
 }

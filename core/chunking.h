@@ -45,6 +45,8 @@ class ChunkSequencer {
   // `what` names the arrays in messages ("argument", "output").
   ChunkSequencer(std::vector<size_t> sizes, std::vector<Sink> sinks,
                  std::string what);
+  // A sink that writes into `tensor` (which must outlive the sequencer).
+  static Sink Into(Tensor& tensor);
   // Sinks that write into `tensors` (which must outlive the sequencer).
   static ChunkSequencer ForTensors(std::vector<Tensor>& tensors,
                                    std::string what);

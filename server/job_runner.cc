@@ -130,12 +130,9 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
     *job->add_args() = HeaderToProto(a.meta.dtype, a.layout.block_shape());
   }
   const int num_outputs = static_cast<int>(plan.out_specs.size());
-  auto stored = [&](int o) {
-    return o < static_cast<int>(plan.resident_outputs.size()) &&
-           !plan.resident_outputs[o].empty();
-  };
   for (int o = 0; o < num_outputs; ++o) {
-    job->add_send_outputs(!stored(o) && plan.IsOutputRepresentative(o, d));
+    job->add_send_outputs(plan.StoredAs(o).empty() &&
+                          plan.IsOutputRepresentative(o, d));
   }
   for (const ArgPlan& a : plan.args) {
     *job->add_resident_args() = a.resident.has_value()
@@ -144,8 +141,8 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
   }
   for (int o = 0; o < static_cast<int>(plan.resident_outputs.size()); ++o) {
     v1::ResidentTarget* t = job->add_resident_outputs();
-    if (!stored(o)) continue;
-    t->set_name(plan.resident_outputs[o]);
+    if (plan.StoredAs(o).empty()) continue;
+    t->set_name(plan.StoredAs(o));
     t->set_version((*common.output_versions)[o]);
     *t->mutable_spec() = SpecToProto(plan.out_specs[o]);
   }
@@ -196,15 +193,12 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
       if (!meta.ok()) return Abandon(ch, meta.status());
       result.outputs.push_back(*meta);
       result.digests.push_back(response.outputs().digests(o));
-      if (!stored(o) && plan.IsOutputRepresentative(o, d)) {
+      if (plan.StoredAs(o).empty() && plan.IsOutputRepresentative(o, d)) {
         auto t = Tensor::Create(meta->dtype, meta->shape);
         if (!t.ok()) return Abandon(ch, t.status());
         result.blocks.emplace_back(*std::move(t));
         sizes.push_back(meta->num_bytes());
-        uint8_t* base = result.blocks.back()->data();
-        sinks.push_back([base](size_t off, absl::string_view data) {
-          std::memcpy(base + off, data.data(), data.size());
-        });
+        sinks.push_back(ChunkSequencer::Into(*result.blocks.back()));
       } else {
         result.blocks.emplace_back(std::nullopt);
         sizes.push_back(0);
@@ -284,8 +278,7 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
         "this server keeps no resident arrays");
   }
   for (size_t o = 0; o < output_versions.size(); ++o) {
-    if (!plan.resident_outputs[o].empty())
-      output_versions[o] = index_->NextVersion();
+    if (!plan.StoredAs(o).empty()) output_versions[o] = index_->NextVersion();
   }
   for (size_t i = 0; i < plan.states.size(); ++i) {
     if (plan.states[i].write) state_versions[i] = index_->NextVersion();
@@ -354,9 +347,9 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   // Stored outputs may not replace arrays of another shape without
   // overwrite; that is known only now.
   for (size_t o = 0; outcome.ok() && o < plan.resident_outputs.size(); ++o) {
-    if (plan.resident_outputs[o].empty()) continue;
-    absl::Status s = index_->CheckWrite(plan.resident_outputs[o],
-                                        (*outcome)[o].meta, plan.overwrite);
+    if (plan.StoredAs(o).empty()) continue;
+    absl::Status s = index_->CheckWrite(plan.StoredAs(o), (*outcome)[o].meta,
+                                        plan.overwrite);
     if (!s.ok()) outcome = s;
   }
   commit = two_phase && outcome.ok();
@@ -378,9 +371,9 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
     addresses.push_back(w.address);
   }
   for (size_t o = 0; o < plan.resident_outputs.size(); ++o) {
-    if (plan.resident_outputs[o].empty()) continue;
+    if (plan.StoredAs(o).empty()) continue;
     ResidentArray a;
-    a.name = plan.resident_outputs[o];
+    a.name = plan.StoredAs(o);
     a.meta = (*outcome)[o].meta;
     a.mesh = plan.mesh;
     a.spec = plan.out_specs[o];
@@ -388,7 +381,7 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
     a.addresses = addresses;
     a.version = output_versions[o];
     index_->Commit(std::move(a));
-    (*outcome)[o].stored_as = plan.resident_outputs[o];
+    (*outcome)[o].stored_as = plan.StoredAs(o);
   }
   for (size_t i = 0; i < plan.states.size(); ++i) {
     const StatePlan& st = plan.states[i];
@@ -498,7 +491,7 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Collect(
     }
     JobOutput result;
     result.meta = ArrayMeta{meta0.dtype, layout.global_shape()};
-    if (o < plan.resident_outputs.size() && !plan.resident_outputs[o].empty()) {
+    if (!plan.StoredAs(o).empty()) {
       outputs.push_back(std::move(result));  // stays on the workers
       continue;
     }

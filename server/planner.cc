@@ -43,6 +43,11 @@ uint64_t JobPlan::input_bytes() const {
   return total;
 }
 
+const std::string& JobPlan::StoredAs(size_t o) const {
+  static const std::string* const kReturned = new std::string();
+  return o < resident_outputs.size() ? resident_outputs[o] : *kReturned;
+}
+
 bool JobPlan::writes_residents() const {
   for (const auto& n : resident_outputs) {
     if (!n.empty()) return true;

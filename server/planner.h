@@ -55,6 +55,8 @@ struct JobPlan {
   bool overwrite = false;
   std::vector<StatePlan> states;
 
+  // The resident array output `o` is stored as, or empty if returned.
+  const std::string& StoredAs(size_t o) const;
   // True if the job writes resident arrays (stored outputs or states).
   bool writes_residents() const;
   // The resident names the job reads and writes, for NameLocks.

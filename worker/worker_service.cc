@@ -152,20 +152,25 @@ grpc::Status WorkerService::RunShard(
   transport.reset();
   turn.reset();
   if (!outputs.ok()) return ToGrpcStatus(outputs.status());
-  if (absl::Status s = StageWrites(header, mesh, device, *outputs, &states);
-      !s.ok()) {
-    store_->Abort(job_id);
-    return ToGrpcStatus(s);
-  }
-  if (context->IsCancelled()) {
-    return grpc::Status(grpc::StatusCode::CANCELLED, "job cancelled");
-  }
-
+  // Describe every output before the stored ones move into the store.
   v1::ShardResponse response;
   v1::ShardOutputs* described = response.mutable_outputs();
   for (const Tensor& t : *outputs) {
     *described->add_outputs() = HeaderToProto(t.dtype(), t.shape());
     described->add_digests(Digest(t));
+  }
+  // Staged writes are dropped on every way out but a commit.
+  struct DropStaged {
+    ResidentStore* store;
+    const std::string& job_id;
+    ~DropStaged() { store->Abort(job_id); }
+  } drop_staged{store_, job_id};
+  if (absl::Status s = StageWrites(header, mesh, device, *outputs, &states);
+      !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  if (context->IsCancelled()) {
+    return grpc::Status(grpc::StatusCode::CANCELLED, "job cancelled");
   }
   if (!stream->Write(response)) {
     return grpc::Status(grpc::StatusCode::CANCELLED, "coordinator went away");
@@ -179,7 +184,6 @@ grpc::Status WorkerService::RunShard(
                                        return stream->Write(r);
                                      });
     if (!ok) {
-      store_->Abort(job_id);
       return grpc::Status(grpc::StatusCode::CANCELLED, "coordinator went away");
     }
   }
@@ -191,8 +195,6 @@ grpc::Status WorkerService::RunShard(
     if (stream->Read(&decision) && decision.has_decision() &&
         decision.decision().commit()) {
       store_->Commit(job_id);
-    } else {
-      store_->Abort(job_id);
     }
   }
   return grpc::Status::OK;
@@ -228,7 +230,7 @@ absl::Status WorkerService::FetchResidents(
 
 absl::Status WorkerService::StageWrites(const v1::ShardJob& header,
                                         const Mesh& mesh, int64_t device,
-                                        const std::vector<Tensor>& outputs,
+                                        std::vector<Tensor>& outputs,
                                         std::map<std::string, Tensor>* states) {
   auto stage = [&](const std::string& name, uint64_t version,
                    const PartitionSpec& spec, Tensor block) -> absl::Status {
@@ -252,7 +254,7 @@ absl::Status WorkerService::StageWrites(const v1::ShardJob& header,
     }
     SHARD_RETURN_IF_ERROR(stage(target.name(), target.version(),
                                 SpecFromProto(target.spec()),
-                                outputs[o].Clone()));
+                                std::move(outputs[o])));
   }
   for (const v1::StateSlot& slot : header.states()) {
     if (!slot.write()) continue;

@@ -60,8 +60,10 @@ class WorkerService final : public v1::Worker::Service {
                               int64_t device, absl::Time deadline,
                               std::vector<Tensor>* args,
                               std::map<std::string, Tensor>* states);
+  // Stages the job's resident writes; stored outputs are moved out of
+  // `outputs`, not copied.
   absl::Status StageWrites(const v1::ShardJob& header, const Mesh& mesh,
-                           int64_t device, const std::vector<Tensor>& outputs,
+                           int64_t device, std::vector<Tensor>& outputs,
                            std::map<std::string, Tensor>* states);
 
   const Options options_;
