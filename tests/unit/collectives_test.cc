@@ -274,12 +274,15 @@ TEST(ReduceIntoTest, UnalignedSpans) {
 // ---------------------------------------------------------------------------
 // AllReduce over group size x element count x algorithm, every dtype and op
 
-struct AllReduceCase {
+// An algorithm choice and the size thresholds that steer it; AllReduce
+// and ReduceScatter take the same ones.
+struct AlgorithmCase {
   const char* name;
   Algorithm algorithm;
   size_t small_bytes;
   size_t piece_bytes;
 };
+using AllReduceCase = AlgorithmCase;
 
 const AllReduceCase kAllReduceCases[] = {
     // kAuto with the default thresholds: every size here is "small".
@@ -502,22 +505,12 @@ INSTANTIATE_TEST_SUITE_P(
 // ---------------------------------------------------------------------------
 // ReduceScatter
 
-struct ReduceScatterCase {
-  const char* name;
-  Algorithm algorithm;
-  size_t small_bytes;
-  size_t piece_bytes;
-};
-
+// The AllReduce cases but recursive doubling, which ReduceScatter lacks.
+using ReduceScatterCase = AlgorithmCase;
 const ReduceScatterCase kReduceScatterCases[] = {
-    {"auto_small", Algorithm::kAuto, 64 << 10, 256 << 10},
-    {"auto_ring_pieces", Algorithm::kAuto, 0, 64},
-    {"ring_ragged_pieces", Algorithm::kRing, 0, 36},
-    {"ring_one_piece", Algorithm::kRing, 0, size_t{1} << 30},
-    {"direct", Algorithm::kDirect, 0, 64},
+    kAllReduceCases[0], kAllReduceCases[1], kAllReduceCases[2],
+    kAllReduceCases[3], kAllReduceCases[5],
 };
-
-void PrintTo(const ReduceScatterCase& c, std::ostream* os) { *os << c.name; }
 
 using ReduceScatterParam = std::tuple<int, size_t, ReduceScatterCase>;
 

@@ -27,6 +27,7 @@
 #include "core/signature.h"
 #include "core/tensor.h"
 #include "worker/function_registry.h"
+#include "worker/shard_executor.h"
 
 namespace shardmap {
 namespace {
@@ -330,19 +331,16 @@ FunctionRegistry& Builtins() {
   return *registry;
 }
 
-// Calls `fn` as a worker does: Find, CheckCall, then the kernel.
+// Calls `fn` as a worker does, through the worker's own ShardExecutor
+// (lookup, keyword checks and defaults, the kernel, the output count).
 absl::StatusOr<std::vector<Tensor>> Call(const std::string& fn,
                                          std::vector<Tensor> args,
                                          const std::string& kwargs = "") {
-  auto def = Builtins().Find(fn);
-  if (!def.ok()) return def.status();
-  auto parsed = ParseKwargs(kwargs);
-  if (!parsed.ok()) return parsed.status();
-  std::vector<DType> dtypes;
-  for (const Tensor& t : args) dtypes.push_back(t.dtype());
-  auto resolved = CheckCall((*def)->signature, dtypes, *parsed);
-  if (!resolved.ok()) return resolved.status();
-  return (*def)->kernel(CallContext{}, args, *resolved);
+  ShardCall call;
+  call.function = fn;
+  call.args = std::move(args);
+  call.kwargs_json = kwargs;
+  return ShardExecutor(&Builtins()).Run(std::move(call));
 }
 
 template <typename T>

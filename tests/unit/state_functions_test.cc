@@ -35,6 +35,7 @@
 #include "worker/communicator.h"
 #include "worker/function_registry.h"
 #include "worker/in_memory_peer_transport.h"
+#include "worker/shard_executor.h"
 
 namespace shardmap {
 namespace {
@@ -54,20 +55,18 @@ FunctionRegistry& Registry() {
   return *registry;
 }
 
-// Calls `fn` as a worker does: Find, CheckCall, then the kernel.
+// Calls `fn` as a worker does, through the worker's own ShardExecutor.
 absl::StatusOr<std::vector<Tensor>> Call(const std::string& fn,
                                          const CallContext& ctx,
                                          std::vector<Tensor> args,
                                          const std::string& kwargs = "") {
-  auto def = Registry().Find(fn);
-  if (!def.ok()) return def.status();
-  auto parsed = ParseKwargs(kwargs);
-  if (!parsed.ok()) return parsed.status();
-  std::vector<DType> dtypes;
-  for (const Tensor& t : args) dtypes.push_back(t.dtype());
-  auto resolved = CheckCall((*def)->signature, dtypes, *parsed);
-  if (!resolved.ok()) return resolved.status();
-  return (*def)->kernel(ctx, args, *resolved);
+  ShardCall call;
+  call.function = fn;
+  if (ctx.mesh != nullptr) call.mesh = *ctx.mesh;
+  call.device_id = ctx.device_id;
+  call.args = std::move(args);
+  call.kwargs_json = kwargs;
+  return ShardExecutor(&Registry()).Run(std::move(call), ctx.comm, ctx.states);
 }
 
 // Uniform in [-1, 1), from (seed, i).
