@@ -183,7 +183,14 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
         response.outputs().outputs_size() != num_outputs ||
         response.outputs().digests_size() != num_outputs) {
       return Abandon(
-          ch, absl::InternalError("worker sent a malformed ShardOutputs"));
+          ch, absl::InternalError(absl::StrCat(
+                  "worker answered ", plan.function.name(), " with ",
+                  response.has_outputs()
+                      ? absl::StrCat(
+                            response.outputs().outputs_size(), " outputs and ",
+                            response.outputs().digests_size(), " digests")
+                      : std::string("no ShardOutputs"),
+                  " where ", num_outputs, " of each were expected")));
     }
     std::vector<size_t> sizes;
     std::vector<ChunkSequencer::Sink> sinks;
