@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -176,20 +177,6 @@ absl::StatusOr<Tensor> Communicator::AllGather(const Tensor& x,
   SHARD_ASSIGN_OR_RETURN(int k, CheckAllGather(x.shape(), axis, tiled));
   SHARD_ASSIGN_OR_RETURN(GroupView group, Group(axes, "all_gather"));
   const int64_t n = group.size();
-  Tensor gathered(x.dtype(), [&] {
-    Shape s = x.shape();
-    s.insert(s.begin(), n);
-    return s;
-  }());
-  AllGatherOptions o;
-  o.group = std::move(group);
-  o.tag = NextTag(Describe("all_gather", axes, x,
-                           absl::StrCat("axis=", k, ", tiled=", tiled)));
-  o.input = Bytes(x);
-  o.output = Bytes(gathered);
-  SHARD_RETURN_IF_ERROR(shardmap::AllGather(o, *transport_));
-  // Blocks arrive packed, [n][outer][inner] with outer the dimensions
-  // before `k`; the result interleaves them: [outer][n][inner].
   Shape out_shape = x.shape();
   if (tiled) {
     out_shape[k] *= n;
@@ -197,10 +184,22 @@ absl::StatusOr<Tensor> Communicator::AllGather(const Tensor& x,
     out_shape.insert(out_shape.begin() + k, n);
   }
   Tensor out(x.dtype(), out_shape);
+  // Blocks arrive packed, [n][outer][inner] with outer the dimensions
+  // before `k`; the result interleaves them: [outer][n][inner]. With no
+  // outer dimensions the two are the same, and blocks land in place.
   const int64_t outer = Product(x.shape(), 0, k);
   const size_t inner =
       Product(x.shape(), k, x.shape().size()) * ItemSize(x.dtype());
-  Unpack(gathered.data(), outer, n, inner, out.data());
+  std::optional<Tensor> packed;
+  if (outer != 1) packed.emplace(x.dtype(), Shape{n * NumElements(x.shape())});
+  AllGatherOptions o;
+  o.group = std::move(group);
+  o.tag = NextTag(Describe("all_gather", axes, x,
+                           absl::StrCat("axis=", k, ", tiled=", tiled)));
+  o.input = Bytes(x);
+  o.output = packed ? Bytes(*packed) : Bytes(out);
+  SHARD_RETURN_IF_ERROR(shardmap::AllGather(o, *transport_));
+  if (packed) Unpack(packed->data(), outer, n, inner, out.data());
   return out;
 }
 
@@ -217,8 +216,12 @@ absl::StatusOr<Tensor> Communicator::PsumScatter(const Tensor& x,
   const size_t inner = (x.shape()[d] / n) *
                        Product(x.shape(), d + 1, x.shape().size()) *
                        ItemSize(x.dtype());
-  Tensor packed(x.dtype(), x.shape());
-  Pack(x.data(), outer, n, inner, packed.data());
+  // With no outer dimensions x is already packed.
+  std::optional<Tensor> packed;
+  if (outer != 1) {
+    packed.emplace(x.dtype(), x.shape());
+    Pack(x.data(), outer, n, inner, packed->data());
+  }
   Shape out_shape = x.shape();
   if (tiled) {
     out_shape[d] /= n;
@@ -232,7 +235,7 @@ absl::StatusOr<Tensor> Communicator::PsumScatter(const Tensor& x,
       Describe("psum_scatter", axes, x,
                absl::StrCat("scatter_dimension=", d, ", tiled=", tiled)));
   o.dtype = x.dtype();
-  o.input = Bytes(static_cast<const Tensor&>(packed));
+  o.input = Bytes(packed ? static_cast<const Tensor&>(*packed) : x);
   o.output = Bytes(out);
   o.op = ReduceOp::kSum;
   SHARD_RETURN_IF_ERROR(ReduceScatter(o, *transport_));
@@ -266,21 +269,19 @@ absl::StatusOr<Tensor> Communicator::AllToAll(const Tensor& x, const Axes& axes,
   const auto [s, c] = sc;
   // Chunk j (for rank j) is x's j-th slice along split_axis.
   const size_t item = ItemSize(x.dtype());
-  Tensor packed(x.dtype(), x.shape());
-  Pack(x.data(), Product(x.shape(), 0, s), n,
-       (x.shape()[s] / n) * Product(x.shape(), s + 1, x.shape().size()) * item,
-       packed.data());
-  Tensor received(x.dtype(), x.shape());
-  AllToAllOptions o;
-  o.group = std::move(group);
-  o.tag = NextTag(Describe(
-      "all_to_all", axes, x,
-      absl::StrCat("split_axis=", s, ", concat_axis=", c, ", tiled=", tiled)));
-  o.input = Bytes(static_cast<const Tensor&>(packed));
-  o.output = Bytes(received);
-  SHARD_RETURN_IF_ERROR(shardmap::AllToAll(o, *transport_));
-  // What arrived from rank k is a chunk of `chunk` shape; the result
-  // interleaves the chunks along concat_axis, in source order.
+  // With no dimensions before split_axis, x is already packed.
+  const int64_t split_outer = Product(x.shape(), 0, s);
+  std::optional<Tensor> packed;
+  if (split_outer != 1) {
+    packed.emplace(x.dtype(), x.shape());
+    Pack(
+        x.data(), split_outer, n,
+        (x.shape()[s] / n) * Product(x.shape(), s + 1, x.shape().size()) * item,
+        packed->data());
+  }
+  // What arrives from rank k is a chunk of `chunk` shape; the result
+  // interleaves the chunks along concat_axis, in source order. With no
+  // dimensions before concat_axis, chunks land in place.
   Shape chunk = x.shape();
   if (tiled) {
     chunk[s] /= n;
@@ -294,8 +295,21 @@ absl::StatusOr<Tensor> Communicator::AllToAll(const Tensor& x, const Axes& axes,
     out_shape.insert(out_shape.begin() + c, n);
   }
   Tensor out(x.dtype(), out_shape);
-  Unpack(received.data(), Product(chunk, 0, c), n,
-         Product(chunk, c, chunk.size()) * item, out.data());
+  const int64_t concat_outer = Product(chunk, 0, c);
+  std::optional<Tensor> received;
+  if (concat_outer != 1) received.emplace(x.dtype(), x.shape());
+  AllToAllOptions o;
+  o.group = std::move(group);
+  o.tag = NextTag(Describe(
+      "all_to_all", axes, x,
+      absl::StrCat("split_axis=", s, ", concat_axis=", c, ", tiled=", tiled)));
+  o.input = Bytes(packed ? static_cast<const Tensor&>(*packed) : x);
+  o.output = received ? Bytes(*received) : Bytes(out);
+  SHARD_RETURN_IF_ERROR(shardmap::AllToAll(o, *transport_));
+  if (received) {
+    Unpack(received->data(), concat_outer, n,
+           Product(chunk, c, chunk.size()) * item, out.data());
+  }
   return out;
 }
 
