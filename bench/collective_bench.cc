@@ -54,6 +54,7 @@
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
 #include "core/channel.h"
+#include "core/malloc_tuning.h"
 #include "worker/collectives/all_gather.h"
 #include "worker/collectives/all_reduce.h"
 #include "worker/communicator.h"
@@ -181,7 +182,7 @@ Node StartNode(int index) {
   int port = 0;
   b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   ConfigureServerBuilder(b);
-  b.RegisterService(n.service.get());
+  b.RegisterCallbackGenericService(n.service.get());
   n.server = b.BuildAndStart();
   if (!n.server || port == 0) {
     std::fprintf(stderr, "worker %d: cannot listen on 127.0.0.1:0\n", index);
@@ -478,6 +479,7 @@ int RunThreads(const Config& c) {
 }  // namespace shardmap
 
 int main(int argc, char** argv) {
+  shardmap::TuneMallocForStreaming();
   shardmap::Config c;
   std::string sizes = "4,4096,262144,4194304,67108864";
   CLI::App app{

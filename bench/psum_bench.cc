@@ -14,11 +14,13 @@
 #include "absl/synchronization/barrier.h"
 #include "absl/time/clock.h"
 #include "core/channel.h"
+#include "core/malloc_tuning.h"
 #include "worker/communicator.h"
 #include "worker/grpc_peer_transport.h"
 #include "worker/peer_service.h"
 
 int main(int argc, char** argv) {
+  shardmap::TuneMallocForStreaming();
   using namespace shardmap;
   CLI::App app{"psum_bench: psum between in-process workers over gRPC"};
   int workers = 4;
@@ -47,7 +49,7 @@ int main(int argc, char** argv) {
     int port = 0;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     ConfigureServerBuilder(b);
-    b.RegisterService(nodes[i].service.get());
+    b.RegisterCallbackGenericService(nodes[i].service.get());
     nodes[i].server = b.BuildAndStart();
     addresses.push_back("127.0.0.1:" + std::to_string(port));
     nodes[i].network->set_my_address(addresses.back());

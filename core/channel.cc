@@ -26,6 +26,10 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // The retry layer holds sent messages until a call commits; shardmap
   // streams retry at the job level instead.
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);
+  // Bandwidth-delay probing resizes the flow-control window while a large
+  // transfer runs and costs loopback streams about a quarter of their
+  // throughput; the default window is as good without it.
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
                                    args);
 }
@@ -38,6 +42,7 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
       kMinPingIntervalMs);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
 }
 
 std::string ReplacePort(const std::string& listen, int port) {

@@ -29,7 +29,9 @@ std::string PeerNetwork::my_address() {
 std::shared_ptr<PeerLink> PeerNetwork::Link(const std::string& address) {
   absl::MutexLock lock(&mu_);
   Peer& peer = peers_[address];
-  if (!peer.stub) peer.stub = v1::Peer::NewStub(MakeChannel(address));
+  if (!peer.stub) {
+    peer.stub = std::make_unique<grpc::GenericStub>(MakeChannel(address));
+  }
   if (!peer.link || peer.link->broken()) {
     peer.link = PeerLink::Open(peer.stub.get(), address, options_.my_address,
                                options_.incarnation);
@@ -66,10 +68,16 @@ absl::Status GrpcPeerTransport::Send(int64_t to, const PeerMessage& message,
     if (offset == 0) frame.set_fingerprint_text(message.fingerprint->text);
     frame.set_total_bytes(data.size());
     frame.set_offset(offset);
-    frame.set_data(data.data() + offset, n);
-    absl::Status s =
-        link ? link->Send(std::move(frame), options_.deadline, options_.aborted)
-             : network_->inbox()->Deliver(std::move(frame));
+    const absl::Span<const uint8_t> piece = data.subspan(offset, n);
+    absl::Status s;
+    if (link) {
+      s = link->Send(frame, piece, options_.deadline, options_.aborted);
+    } else {
+      std::vector<grpc::Slice> copy;
+      if (n > 0) copy.emplace_back(piece.data(), n);
+      s = network_->inbox()->Deliver(
+          DecodedFrame{std::move(frame), PeerPayload(std::move(copy))});
+    }
     if (!s.ok()) {
       if (s.code() == absl::StatusCode::kUnavailable) {
         return absl::UnavailableError(absl::StrCat(

@@ -41,7 +41,7 @@ class PeerNetwork {
 
  private:
   struct Peer {
-    std::unique_ptr<v1::Peer::Stub> stub;
+    std::unique_ptr<grpc::GenericStub> stub;
     std::shared_ptr<PeerLink> link;
   };
   PeerInbox inbox_;

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "core/channel.h"
+#include "core/malloc_tuning.h"
 #include "core/signals.h"
 #include "core/status_util.h"
 #include "worker/coordinator_link.h"
@@ -29,6 +30,7 @@ uint64_t NewIncarnation() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  shardmap::TuneMallocForStreaming();
   using namespace shardmap;
   CLI::App app{"shardmap-worker: runs one mesh device's share of every job"};
   std::string coordinator;
@@ -95,7 +97,7 @@ int main(int argc, char** argv) {
   WorkerService service(service_options, &executor, network.get(), &sequencer,
                         &store);
   builder.RegisterService(&service);
-  builder.RegisterService(&peer_service);
+  builder.RegisterCallbackGenericService(&peer_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     std::cerr << "error: UNAVAILABLE: cannot listen on " << listen << "\n";

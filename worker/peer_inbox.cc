@@ -1,8 +1,7 @@
 #include "worker/peer_inbox.h"
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
+#include "core/status_util.h"
 
 namespace shardmap {
 namespace {
@@ -10,39 +9,30 @@ constexpr size_t kFinishedJobsKept = 4096;
 constexpr absl::Duration kAbortPoll = absl::Milliseconds(20);
 }  // namespace
 
-absl::Status PeerInbox::Deliver(v1::PeerFrame&& frame) {
+absl::Status PeerInbox::Deliver(DecodedFrame&& frame) {
+  const v1::PeerFrame& h = frame.header;
   absl::MutexLock lock(&mu_);
-  if (finished_.count(frame.job_id()) > 0) return absl::OkStatus();
-  Message& m = messages_[Key{frame.job_id(), frame.from_device(), frame.seq(),
-                             frame.step()}];
-  if (m.received == 0 && m.data.empty()) {
-    m.total = frame.total_bytes();
-    m.fingerprint = frame.fingerprint();
-    if (frame.offset() == 0 && frame.data().size() == m.total) {
-      // A message in one frame: keep the frame's buffer, no copy.
-      m.fingerprint_text = std::move(*frame.mutable_fingerprint_text());
-      m.data = std::move(*frame.mutable_data());
-      m.received = m.total;
-      return absl::OkStatus();
-    }
-    m.data.resize(m.total);
+  if (finished_.count(h.job_id()) > 0) return absl::OkStatus();
+  Message& m = messages_[Key{h.job_id(), h.from_device(), h.seq(), h.step()}];
+  if (m.fragments.empty() && m.received == 0) {
+    m.total = h.total_bytes();
+    m.fingerprint = h.fingerprint();
   }
-  if (frame.total_bytes() != m.total ||
-      frame.offset() + frame.data().size() > m.total ||
-      frame.offset() != m.received) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "peer frame of job ", frame.job_id(), " from device ",
-        frame.from_device(), " (seq ", frame.seq(), ", step ", frame.step(),
-        ") does not fit its message: offset ", frame.offset(), ", ",
-        frame.data().size(), " bytes, message of ", m.total, " bytes with ",
-        m.received, " received"));
+  const uint64_t size = frame.payload.size();
+  if (h.total_bytes() != m.total || h.offset() != m.received ||
+      size > m.total - m.received) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("peer frame of job ", h.job_id(), " from device ",
+                     h.from_device(), " (seq ", h.seq(), ", step ", h.step(),
+                     ") does not fit its message: offset ", h.offset(), ", ",
+                     size, " bytes, message of ", m.total, " bytes with ",
+                     m.received, " received"));
   }
-  if (!frame.fingerprint_text().empty()) {
-    m.fingerprint_text = std::move(*frame.mutable_fingerprint_text());
+  if (!h.fingerprint_text().empty()) {
+    m.fingerprint_text = std::move(*frame.header.mutable_fingerprint_text());
   }
-  std::memcpy(m.data.data() + frame.offset(), frame.data().data(),
-              frame.data().size());
-  m.received += frame.data().size();
+  if (size > 0) m.fragments.push_back(std::move(frame.payload));
+  m.received += size;
   return absl::OkStatus();
 }
 
@@ -65,6 +55,20 @@ void PeerInbox::StreamLost(const std::string& address) {
 absl::Status PeerInbox::Take(const Want& want, absl::Span<uint8_t> out,
                              absl::Time deadline,
                              const std::function<absl::Status()>& aborted) {
+  SHARD_ASSIGN_OR_RETURN(std::vector<PeerPayload> fragments,
+                         Wait(want, out.size(), deadline, aborted));
+  // The copy happens outside the lock: other streams keep delivering.
+  uint8_t* at = out.data();
+  for (const PeerPayload& f : fragments) {
+    f.CopyTo(at);
+    at += f.size();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<PeerPayload>> PeerInbox::Wait(
+    const Want& want, size_t size, absl::Time deadline,
+    const std::function<absl::Status()>& aborted) {
   const Key key{want.job_id, want.from_device, want.seq, want.step};
   absl::MutexLock lock(&mu_);
   while (true) {
@@ -81,16 +85,16 @@ absl::Status PeerInbox::Take(const Want& want, absl::Span<uint8_t> out,
             " of the job; every device must call the same collectives in "
             "the same order"));
       }
-      if (m.total != out.size()) {
+      if (m.total != size) {
         const uint64_t total = m.total;
         messages_.erase(it);
         return absl::InvalidArgumentError(absl::StrCat(
             "in ", want.fingerprint->text, ", device ", want.from_device,
-            " sent ", total, " bytes where ", out.size(), " were expected"));
+            " sent ", total, " bytes where ", size, " were expected"));
       }
-      if (!out.empty()) std::memcpy(out.data(), m.data.data(), out.size());
+      std::vector<PeerPayload> fragments = std::move(m.fragments);
       messages_.erase(it);
-      return absl::OkStatus();
+      return fragments;
     }
     // A message of the same collective (same sender and number) with
     // another fingerprint means the devices called different collectives,

@@ -2,7 +2,8 @@
 // workers, held until the job's collective asks for them.
 //
 // Streams deliver frames (never blocking); Take waits for one whole
-// message, checks its fingerprint and size, and copies it out. A stream
+// message, checks its fingerprint and size, and copies it out: the only
+// copy of a payload between the socket and its destination. A stream
 // that breaks marks its sender lost, so a Take waiting on that sender fails
 // at once with UNAVAILABLE instead of waiting out its timeout.
 //
@@ -17,13 +18,15 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "shardmap/v1/peer.pb.h"
+#include "worker/peer_frame.h"
 #include "worker/peer_transport.h"
 
 namespace shardmap {
@@ -40,9 +43,10 @@ class PeerInbox {
     const Fingerprint* fingerprint = nullptr;  // ours; Not owned.
   };
 
-  // Stores a frame. INVALID_ARGUMENT for a frame that contradicts earlier
-  // fragments of its message (the stream is then closed by its reactor).
-  absl::Status Deliver(v1::PeerFrame&& frame);
+  // Stores a frame, keeping its payload's slices (no copy). INVALID_ARGUMENT
+  // for a frame that contradicts earlier fragments of its message (the
+  // stream is then closed by its reactor).
+  absl::Status Deliver(DecodedFrame&& frame);
   // A stream from `address` opened or ended (each stream reports each at
   // most once). A sender with no open stream left is lost.
   void StreamOpened(const std::string& address);
@@ -61,13 +65,19 @@ class PeerInbox {
   void ForgetJob(const std::string& job_id);
 
  private:
+  // Take's waiting half: the message's fragments, removed from the inbox,
+  // once all `size` bytes arrived.
+  absl::StatusOr<std::vector<PeerPayload>> Wait(
+      const Want& want, size_t size, absl::Time deadline,
+      const std::function<absl::Status()>& aborted);
   using Key = std::tuple<std::string, int64_t, uint64_t, uint32_t>;
   struct Message {
     uint64_t total = 0;
     uint64_t received = 0;
     uint64_t fingerprint = 0;
     std::string fingerprint_text;
-    std::string data;
+    // Fragments in order; they cover [0, received).
+    std::vector<PeerPayload> fragments;
   };
 
   absl::Mutex mu_;

@@ -1,6 +1,7 @@
 #include "worker/peer_link.h"
 
 #include "absl/strings/str_cat.h"
+#include "worker/peer_frame.h"
 
 namespace shardmap {
 namespace {
@@ -13,31 +14,40 @@ PeerLink::PeerLink(const std::string& peer_address,
       my_address_(my_address),
       incarnation_(incarnation) {}
 
-std::shared_ptr<PeerLink> PeerLink::Open(v1::Peer::Stub* stub,
+std::shared_ptr<PeerLink> PeerLink::Open(grpc::GenericStub* stub,
                                          const std::string& peer_address,
                                          const std::string& my_address,
                                          uint64_t incarnation) {
   std::shared_ptr<PeerLink> link(
       new PeerLink(peer_address, my_address, incarnation));
+  // The first frame only introduces the sender.
+  v1::PeerFrame hello;
+  hello.set_from_address(my_address);
+  hello.set_incarnation(incarnation);
   {
     absl::MutexLock lock(&link->mu_);
     link->self_ = link;
+    bool start;
+    link->EnqueueLocked(EncodeFrame(hello, {}), &start);
   }
   // The stream lives as long as the worker: its messages are bounded one
   // by one (Send's deadline, the receiver's timeouts), not as a whole.
-  stub->async()->Exchange(&link->context_, link.get());
+  stub->PrepareBidiStreamingCall(&link->context_, kPeerExchangeMethod,
+                                 grpc::StubOptions(), link.get());
   // Writes start outside reactions, so hold the reactor open until
   // Shutdown or a break.
   link->AddHold();
+  link->StartWrite(&link->in_flight_);
   link->StartRead(&link->ack_);
   link->StartCall();
   return link;
 }
 
-absl::Status PeerLink::Send(v1::PeerFrame frame, absl::Time deadline,
+absl::Status PeerLink::Send(const v1::PeerFrame& header,
+                            absl::Span<const uint8_t> payload,
+                            absl::Time deadline,
                             const std::function<absl::Status()>& aborted) {
-  const size_t bytes = frame.data().size();
-  bool start = false;
+  const size_t bytes = payload.size();
   {
     absl::MutexLock lock(&mu_);
     while (broken_.ok() && queued_bytes_ > 0 &&
@@ -56,22 +66,33 @@ absl::Status PeerLink::Send(v1::PeerFrame frame, absl::Time deadline,
                             std::min(deadline, now + kAbortPoll));
     }
     if (!broken_.ok()) return broken_;
-    if (!sent_hello_) {
-      frame.set_from_address(my_address_);
-      frame.set_incarnation(incarnation_);
-      sent_hello_ = true;
-    }
+    // Reserve the room now; the copy into the frame happens unlocked.
     queued_bytes_ += bytes;
-    if (!writing_) {
-      writing_ = true;
-      in_flight_ = std::move(frame);
-      start = true;
-    } else {
-      queue_.push_back(std::move(frame));
+  }
+  grpc::ByteBuffer frame = EncodeFrame(header, payload);
+  bool start = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) {
+      queued_bytes_ -= bytes;
+      return broken_;
     }
+    queued_bytes_ -= bytes;  // EnqueueLocked counts it again
+    EnqueueLocked(std::move(frame), &start);
   }
   if (start) StartWrite(&in_flight_);
   return absl::OkStatus();
+}
+
+void PeerLink::EnqueueLocked(grpc::ByteBuffer frame, bool* start) {
+  queued_bytes_ += frame.Length();
+  *start = !writing_;
+  if (!writing_) {
+    writing_ = true;
+    in_flight_ = std::move(frame);
+  } else {
+    queue_.push_back(std::move(frame));
+  }
 }
 
 void PeerLink::OnWriteDone(bool ok) {
@@ -79,7 +100,7 @@ void PeerLink::OnWriteDone(bool ok) {
   bool release = false;
   {
     absl::MutexLock lock(&mu_);
-    queued_bytes_ -= in_flight_.data().size();
+    queued_bytes_ -= in_flight_.Length();
     if (!ok) {
       writing_ = false;
       release = BreakLocked(absl::UnavailableError(
@@ -146,7 +167,7 @@ void PeerLink::Shutdown() {
 
 bool PeerLink::BreakLocked(absl::Status why) {
   if (broken_.ok()) broken_ = std::move(why);
-  for (const v1::PeerFrame& f : queue_) queued_bytes_ -= f.data().size();
+  for (const grpc::ByteBuffer& f : queue_) queued_bytes_ -= f.Length();
   queue_.clear();
   // RemoveHold may finish the stream; the caller calls it after unlocking.
   if (hold_released_) return false;

@@ -7,9 +7,8 @@ namespace shardmap {
 namespace {
 
 // Reads frames until the sender closes or is lost. Reactions never block:
-// Deliver only copies the frame into the inbox.
-class InboundStream final
-    : public grpc::ServerBidiReactor<v1::PeerFrame, v1::PeerAck> {
+// Deliver only files the frame's slices in the inbox.
+class InboundStream final : public grpc::ServerGenericBidiReactor {
  public:
   explicit InboundStream(PeerInbox* inbox) : inbox_(inbox) {
     StartRead(&frame_);
@@ -22,19 +21,33 @@ class InboundStream final
       Finish(grpc::Status::OK);
       return;
     }
+    absl::StatusOr<DecodedFrame> frame = DecodeFrame(frame_);
+    frame_.Clear();
+    if (!frame.ok()) {
+      Finish(ToGrpcStatus(frame.status()));
+      return;
+    }
     {
       absl::MutexLock lock(&mu_);
       if (from_.empty()) {
-        from_ = frame_.from_address();
+        from_ = frame->header.from_address();
+        if (from_.empty()) {
+          Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "the first peer frame must name its sender "
+                              "(from_address)"));
+          return;
+        }
         inbox_->StreamOpened(from_);
       }
     }
-    absl::Status s = inbox_->Deliver(std::move(frame_));
-    if (!s.ok()) {
-      Finish(ToGrpcStatus(s));
-      return;
+    // A frame of no job only introduces its sender.
+    if (!frame->header.job_id().empty()) {
+      absl::Status s = inbox_->Deliver(*std::move(frame));
+      if (!s.ok()) {
+        Finish(ToGrpcStatus(s));
+        return;
+      }
     }
-    frame_.Clear();
     StartRead(&frame_);
   }
 
@@ -51,7 +64,7 @@ class InboundStream final
   }
 
   PeerInbox* const inbox_;  // Not owned.
-  v1::PeerFrame frame_;
+  grpc::ByteBuffer frame_;
   absl::Mutex mu_;
   // The sender's address, from its first frame.
   std::string from_ ABSL_GUARDED_BY(mu_);
@@ -60,8 +73,12 @@ class InboundStream final
 
 }  // namespace
 
-grpc::ServerBidiReactor<v1::PeerFrame, v1::PeerAck>* PeerService::Exchange(
-    grpc::CallbackServerContext* context) {
+grpc::ServerGenericBidiReactor* PeerService::CreateReactor(
+    grpc::GenericCallbackServerContext* context) {
+  if (context->method() != kPeerExchangeMethod) {
+    // What the base class answers for every method.
+    return grpc::CallbackGenericService::CreateReactor(context);
+  }
   return new InboundStream(inbox_);
 }
 

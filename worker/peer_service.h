@@ -1,18 +1,25 @@
 // The Peer service every worker serves: one reactor per incoming stream,
 // handing each frame to the PeerInbox. Glue only; the inbox owns the logic.
+//
+// It is served as a generic (byte buffer) service so frames are decoded
+// without protobuf copies of their payloads (worker/peer_frame.h); the
+// wire format is still shardmap.v1.Peer/Exchange of PeerFrame. Register it
+// with ServerBuilder::RegisterCallbackGenericService; every other method a
+// generic service would catch gets UNIMPLEMENTED.
 #ifndef SHARDMAP_WORKER_PEER_SERVICE_H_
 #define SHARDMAP_WORKER_PEER_SERVICE_H_
 
-#include "shardmap/v1/peer.grpc.pb.h"
+#include <grpcpp/generic/async_generic_service.h>
+
 #include "worker/peer_inbox.h"
 
 namespace shardmap {
 
-class PeerService final : public v1::Peer::CallbackService {
+class PeerService final : public grpc::CallbackGenericService {
  public:
   explicit PeerService(PeerInbox* inbox) : inbox_(inbox) {}
-  grpc::ServerBidiReactor<v1::PeerFrame, v1::PeerAck>* Exchange(
-      grpc::CallbackServerContext* context) override;
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override;
 
  private:
   PeerInbox* const inbox_;  // Not owned.

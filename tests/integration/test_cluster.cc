@@ -56,7 +56,7 @@ TestCluster::TestCluster(const Options& options) {
                         &wport);
     ConfigureServerBuilder(wb);
     wb.RegisterService(w->service.get());
-    wb.RegisterService(w->peer_service.get());
+    wb.RegisterCallbackGenericService(w->peer_service.get());
     w->server = wb.BuildAndStart();
     w->address = "127.0.0.1:" + std::to_string(wport);
     w->network->set_my_address(w->address);

@@ -52,6 +52,18 @@ v1::PeerFrame Whole(const std::string& job, int64_t device, uint64_t seq,
   return MakeFrame(job, device, seq, step, fp, data.size(), 0, data);
 }
 
+// `f` as the receiving stream sees it: encoded as a sender does, then
+// decoded.
+DecodedFrame OverTheWire(v1::PeerFrame f) {
+  const std::string data = std::move(*f.mutable_data());
+  f.clear_data();
+  absl::StatusOr<DecodedFrame> decoded = DecodeFrame(EncodeFrame(
+      f, absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(data.data()),
+                             data.size())));
+  EXPECT_TRUE(decoded.ok()) << decoded.status();
+  return *std::move(decoded);
+}
+
 class PeerInboxTest : public ::testing::Test {
  protected:
   static PeerInbox::Want WantOf(const std::string& job, int64_t device,
@@ -76,7 +88,7 @@ class PeerInboxTest : public ::testing::Test {
   }
 
   void MustDeliver(v1::PeerFrame f) {
-    absl::Status s = inbox_.Deliver(std::move(f));
+    absl::Status s = inbox_.Deliver(OverTheWire(std::move(f)));
     ASSERT_TRUE(s.ok()) << s;
   }
 
@@ -148,8 +160,9 @@ TEST_F(PeerInboxTest, TakeWaitsForALaterDelivery) {
     ASSERT_TRUE(waiting.WaitForNotificationWithTimeout(kLong));
     for (uint64_t off = 0; off < data.size(); off += 1000) {
       ASSERT_TRUE(inbox_
-                      .Deliver(MakeFrame("j1", 4, 2, 0, kPsum, data.size(), off,
-                                         data.substr(off, 1000), off == 0))
+                      .Deliver(OverTheWire(
+                          MakeFrame("j1", 4, 2, 0, kPsum, data.size(), off,
+                                    data.substr(off, 1000), off == 0)))
                       .ok());
     }
   });
@@ -303,9 +316,11 @@ TEST_F(PeerInboxTest, ForgetJobDropsItsMessagesAndLateFrames) {
                        absl::StatusCode::kDeadlineExceeded, {}));
   // Late frames of j1 are accepted and dropped, even ones that would not
   // fit.
-  EXPECT_TRUE(inbox_.Deliver(Whole("j1", 2, 0, 0, kPsum, "abcd")).ok());
   EXPECT_TRUE(
-      inbox_.Deliver(MakeFrame("j1", 2, 1, 0, kPsum, 8, 6, "efgh")).ok());
+      inbox_.Deliver(OverTheWire(Whole("j1", 2, 0, 0, kPsum, "abcd"))).ok());
+  EXPECT_TRUE(
+      inbox_.Deliver(OverTheWire(MakeFrame("j1", 2, 1, 0, kPsum, 8, 6, "efgh")))
+          .ok());
   EXPECT_TRUE(StatusIs(Take(WantOf("j1", 2, 0, 0), &out, kShort),
                        absl::StatusCode::kDeadlineExceeded, {}));
   // Another job is untouched.
@@ -317,36 +332,40 @@ TEST_F(PeerInboxTest, ForgetJobDropsItsMessagesAndLateFrames) {
 TEST_F(PeerInboxTest, FragmentGapIsRejected) {
   MustDeliver(MakeFrame("j1", 2, 0, 0, kPsum, 10, 0, "0123"));
   EXPECT_TRUE(StatusIs(
-      inbox_.Deliver(MakeFrame("j1", 2, 0, 0, kPsum, 10, 6, "6789", false)),
+      inbox_.Deliver(
+          OverTheWire(MakeFrame("j1", 2, 0, 0, kPsum, 10, 6, "6789", false))),
       absl::StatusCode::kInvalidArgument,
       {"job j1", "device 2", "offset 6", "10 bytes", "4 received"}));
   // A repeated fragment is a gap backwards.
-  EXPECT_TRUE(StatusIs(
-      inbox_.Deliver(MakeFrame("j1", 2, 0, 0, kPsum, 10, 0, "0123", false)),
-      absl::StatusCode::kInvalidArgument, {"offset 0"}));
+  EXPECT_TRUE(StatusIs(inbox_.Deliver(OverTheWire(MakeFrame(
+                           "j1", 2, 0, 0, kPsum, 10, 0, "0123", false))),
+                       absl::StatusCode::kInvalidArgument, {"offset 0"}));
 }
 
 TEST_F(PeerInboxTest, FirstFragmentNotAtZeroIsRejected) {
-  EXPECT_TRUE(
-      StatusIs(inbox_.Deliver(MakeFrame("j1", 2, 0, 0, kPsum, 10, 4, "4567")),
-               absl::StatusCode::kInvalidArgument, {"offset 4"}));
+  EXPECT_TRUE(StatusIs(inbox_.Deliver(OverTheWire(
+                           MakeFrame("j1", 2, 0, 0, kPsum, 10, 4, "4567"))),
+                       absl::StatusCode::kInvalidArgument, {"offset 4"}));
 }
 
 TEST_F(PeerInboxTest, FragmentOverrunIsRejected) {
   MustDeliver(MakeFrame("j1", 2, 0, 0, kPsum, 10, 0, "0123"));
-  EXPECT_TRUE(StatusIs(
-      inbox_.Deliver(MakeFrame("j1", 2, 0, 0, kPsum, 10, 4, "456789AB", false)),
-      absl::StatusCode::kInvalidArgument, {"offset 4", "8 bytes"}));
+  EXPECT_TRUE(StatusIs(inbox_.Deliver(OverTheWire(MakeFrame(
+                           "j1", 2, 0, 0, kPsum, 10, 4, "456789AB", false))),
+                       absl::StatusCode::kInvalidArgument,
+                       {"offset 4", "8 bytes"}));
   // A single frame longer than its message.
   EXPECT_TRUE(
-      StatusIs(inbox_.Deliver(MakeFrame("j1", 3, 0, 0, kPsum, 2, 0, "0123")),
+      StatusIs(inbox_.Deliver(
+                   OverTheWire(MakeFrame("j1", 3, 0, 0, kPsum, 2, 0, "0123"))),
                absl::StatusCode::kInvalidArgument, {"offset 0", "4 bytes"}));
 }
 
 TEST_F(PeerInboxTest, FragmentWithAnotherTotalIsRejected) {
   MustDeliver(MakeFrame("j1", 2, 0, 0, kPsum, 10, 0, "0123"));
   EXPECT_TRUE(StatusIs(
-      inbox_.Deliver(MakeFrame("j1", 2, 0, 0, kPsum, 12, 4, "4567", false)),
+      inbox_.Deliver(
+          OverTheWire(MakeFrame("j1", 2, 0, 0, kPsum, 12, 4, "4567", false))),
       absl::StatusCode::kInvalidArgument, {"message of 10 bytes"}));
 }
 
@@ -363,9 +382,9 @@ TEST_F(PeerInboxTest, ManySendersConcurrently) {
       for (int m = 0; m < kMessages; ++m) {
         const std::string data = payload(d, m);
         for (size_t off = 0; off < kSize; off += 100) {
-          absl::Status s =
-              inbox_.Deliver(MakeFrame("j1", d, m, 0, kPsum, kSize, off,
-                                       data.substr(off, 100), off == 0));
+          absl::Status s = inbox_.Deliver(
+              OverTheWire(MakeFrame("j1", d, m, 0, kPsum, kSize, off,
+                                    data.substr(off, 100), off == 0)));
           EXPECT_TRUE(s.ok()) << s;
         }
       }
