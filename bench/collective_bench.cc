@@ -54,7 +54,7 @@
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
 #include "core/channel.h"
-#include "core/malloc_tuning.h"
+#include "core/process_tuning.h"
 #include "worker/collectives/all_gather.h"
 #include "worker/collectives/all_reduce.h"
 #include "worker/communicator.h"
@@ -479,7 +479,7 @@ int RunThreads(const Config& c) {
 }  // namespace shardmap
 
 int main(int argc, char** argv) {
-  shardmap::TuneMallocForStreaming();
+  shardmap::TuneProcess();
   shardmap::Config c;
   std::string sizes = "4,4096,262144,4194304,67108864";
   CLI::App app{

@@ -35,6 +35,7 @@
 #include "bench/bench_util.h"
 #include "client/local_cluster.h"
 #include "client/shard_client.h"
+#include "core/process_tuning.h"
 
 namespace shardmap {
 namespace {
@@ -198,6 +199,7 @@ int Run(int workers, int tiny_iters, int clients, double seconds,
 }  // namespace shardmap
 
 int main(int argc, char** argv) {
+  shardmap::TuneProcess();
   CLI::App app{"job_bench: shardmap jobs end to end on a local cluster"};
   int workers = 4, tiny_iters = 500, clients = 8, big_iters = 2, timeout = 600;
   double seconds = 3;

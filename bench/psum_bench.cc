@@ -14,13 +14,13 @@
 #include "absl/synchronization/barrier.h"
 #include "absl/time/clock.h"
 #include "core/channel.h"
-#include "core/malloc_tuning.h"
+#include "core/process_tuning.h"
 #include "worker/communicator.h"
 #include "worker/grpc_peer_transport.h"
 #include "worker/peer_service.h"
 
 int main(int argc, char** argv) {
-  shardmap::TuneMallocForStreaming();
+  shardmap::TuneProcess();
   using namespace shardmap;
   CLI::App app{"psum_bench: psum between in-process workers over gRPC"};
   int workers = 4;

@@ -4,7 +4,7 @@
 
 #include "client/commands.h"
 #include "client/exit_codes.h"
-#include "core/malloc_tuning.h"
+#include "core/process_tuning.h"
 
 namespace {
 
@@ -60,7 +60,7 @@ resident array of another shape holds the name; use --overwrite),
 }  // namespace
 
 int main(int argc, char** argv) {
-  shardmap::TuneMallocForStreaming();
+  shardmap::TuneProcess();
   using namespace shardmap;
   CLI::App app{"shardctl: run JAX shard_map jobs on a shardmap cluster"};
   app.footer(kExamples);

@@ -8,7 +8,7 @@
 #include <iostream>
 
 #include "core/channel.h"
-#include "core/malloc_tuning.h"
+#include "core/process_tuning.h"
 #include "core/signals.h"
 #include "server/coordinator_service.h"
 #include "server/deadline_watchdog.h"
@@ -17,7 +17,7 @@
 #include "server/worker_pool.h"
 
 int main(int argc, char** argv) {
-  shardmap::TuneMallocForStreaming();
+  shardmap::TuneProcess();
   using namespace shardmap;
   CLI::App app{"shardmap-coordinator: splits jobs across registered workers"};
   std::string listen = "127.0.0.1:7070";

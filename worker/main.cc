@@ -10,7 +10,7 @@
 #include <random>
 
 #include "core/channel.h"
-#include "core/malloc_tuning.h"
+#include "core/process_tuning.h"
 #include "core/signals.h"
 #include "core/status_util.h"
 #include "worker/coordinator_link.h"
@@ -30,7 +30,7 @@ uint64_t NewIncarnation() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  shardmap::TuneMallocForStreaming();
+  shardmap::TuneProcess();
   using namespace shardmap;
   CLI::App app{"shardmap-worker: runs one mesh device's share of every job"};
   std::string coordinator;

@@ -1,0 +1,15 @@
+#include "core/process_tuning.h"
+
+#include <malloc.h>
+
+#include "absl/synchronization/mutex.h"
+
+namespace shardmap {
+
+void TuneProcess() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 128 << 20);
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+}
+
+}  // namespace shardmap
