@@ -10,6 +10,7 @@ PACKAGES=(
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libzip-dev zlib1g-dev libxxhash-dev
   python3 python3-numpy
+  iproute2 nftables
 )
 
 missing=()

@@ -48,15 +48,20 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
                                         JobStream* stream) {
   const absl::Time start = absl::Now();
   const std::string job_id = absl::StrCat("job-", next_job_++);
-  // The job's deadline: the client's, capped by ours. At the deadline the
-  // watchdog cancels the call, which ends any read or write that waits on
-  // a stalled client.
+  // The job's deadline: the client's, capped by ours.
   absl::Time deadline = start + options_.max_job_time;
   const absl::Time client_deadline = absl::FromChrono(context->deadline());
   if (client_deadline < deadline) deadline = client_deadline;
-  auto watch = watchdog_->Start(deadline, [context] { context->TryCancel(); });
+  // The workers' streams end at the deadline and the job fails with
+  // DEADLINE_EXCEEDED. The watchdog, a little later, cancels the call to
+  // end a read or write that waits on a stalled client (a cancelled call
+  // cannot report that status).
+  auto watch = watchdog_->Start(deadline + absl::Milliseconds(500),
+                                [context] { context->TryCancel(); });
   auto fail = [&](absl::Status s) {
-    if (context->IsCancelled() && absl::Now() >= deadline) {
+    if (absl::Now() >= deadline &&
+        (context->IsCancelled() ||
+         s.code() == absl::StatusCode::kDeadlineExceeded)) {
       s = absl::DeadlineExceededError(absl::StrCat(
           "the job passed its deadline of ",
           absl::FormatDuration(deadline - start), " (", s.message(), ")"));
@@ -102,7 +107,8 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
   auto inputs = ReceiveInputs(*plan, stream);
   if (!inputs.ok()) return fail(inputs.status());
   auto outputs =
-      runner_->Run(job_id, *plan, *std::move(inputs), *workers, deadline);
+      runner_->Run(job_id, *plan, *std::move(inputs), *workers, deadline,
+                   [context] { return context->IsCancelled(); });
   if (!outputs.ok()) return fail(outputs.status());
 
   held->reset();

@@ -121,7 +121,9 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
   job->set_worker_id(absl::StrCat((*common.workers)[d].id, "@", common.epoch));
   job->set_collective_timeout_ms(
       absl::ToInt64Milliseconds(common.collective_timeout));
-  job->set_job_id(job_id);
+  // Workers drop late peer frames of jobs they finished by this id, so it
+  // must not repeat across coordinator starts (job-0 comes again).
+  job->set_job_id(absl::StrCat(job_id, "@", common.epoch));
   job->set_function(plan.function.name());
   *job->mutable_mesh() = MeshToProto(plan.mesh);
   job->set_device_id(d);
@@ -271,7 +273,8 @@ std::vector<uint64_t> JobRunner::IssueTickets(
 
 absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
     const std::string& job_id, const JobPlan& plan, std::vector<Tensor> inputs,
-    const std::vector<WorkerPool::Worker>& workers, absl::Time deadline) {
+    const std::vector<WorkerPool::Worker>& workers, absl::Time deadline,
+    const std::function<bool()>& cancelled) {
   const int64_t n = plan.mesh.num_devices();
   std::vector<absl::StatusOr<DeviceResult>> results;
   for (int64_t d = 0; d < n; ++d) {
@@ -339,6 +342,7 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
                                      options_.liveness_poll)) {
       const std::vector<bool> running_done = finished;
       done_mu.Unlock();
+      if (cancelled && cancelled()) abort.Abort();  // the client left
       for (int64_t d = 0; options_.check_live && d < n; ++d) {
         if (!lost[d].ok() || running_done[d]) continue;
         lost[d] = options_.check_live(workers[d]);

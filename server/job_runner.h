@@ -65,10 +65,13 @@ class JobRunner {
   // out_specs or break check_rep.
   // A job that writes resident arrays commits on every worker only if all
   // devices succeed (two-phase); then the index publishes the new versions.
+  // `cancelled` (polled like liveness) returning true aborts the job on
+  // every worker: the client cancelled or went away.
   absl::StatusOr<std::vector<JobOutput>> Run(
       const std::string& job_id, const JobPlan& plan,
       std::vector<Tensor> inputs,
-      const std::vector<WorkerPool::Worker>& workers, absl::Time deadline);
+      const std::vector<WorkerPool::Worker>& workers, absl::Time deadline,
+      const std::function<bool()>& cancelled = nullptr);
 
  private:
   // Checks and assembles the outputs once every device has answered.

@@ -1,9 +1,21 @@
 #include "worker/function_registry.h"
 
+#include <cstdlib>
+#include <iostream>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
 namespace shardmap {
+
+void MustRegister(FunctionRegistry& registry, const Signature& signature,
+                  Kernel kernel) {
+  if (absl::Status s = registry.Register(signature, std::move(kernel));
+      !s.ok()) {
+    std::cerr << "registering built-in functions: " << s << std::endl;
+    std::abort();
+  }
+}
 
 absl::Status FunctionRegistry::Register(const Signature& signature,
                                         Kernel kernel) {

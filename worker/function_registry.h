@@ -38,6 +38,10 @@ struct CallContext {
   // same dtype and shape); the new value is stored only if the whole job
   // succeeds. Null when the function has no states. Not owned.
   std::map<std::string, Tensor>* states = nullptr;
+  // True once the job is cancelled (the coordinator aborted it, its
+  // deadline passed, or the coordinator went away). A kernel that computes
+  // for long polls it and stops with CANCELLED.
+  std::function<bool()> cancelled = [] { return false; };
 };
 
 // A kernel gets its blocks (it may consume them) and the keyword arguments
@@ -64,6 +68,11 @@ class FunctionRegistry {
   std::map<std::string, FunctionDef> functions_;
 };
 
+// Registers `kernel` under `signature`, or aborts: a name registered twice
+// is a programming error of the registering code.
+void MustRegister(FunctionRegistry& registry, const Signature& signature,
+                  Kernel kernel);
+
 // Registers identity, add, mul, scale, relu, matmul, sum, and the
 // functions with collectives: psum, pmean, pmax, pmin, all_gather,
 // psum_scatter, ppermute, all_to_all, axis_index, matmul_psum, mlp_tp,
@@ -72,6 +81,9 @@ void RegisterBuiltins(FunctionRegistry& registry);
 void RegisterCollectiveBuiltins(FunctionRegistry& registry);
 // Registers the functions with state slots: accumulate, linear_sgd_step.
 void RegisterStateBuiltins(FunctionRegistry& registry);
+// Registers spin, fail_on and mismatch_on: psum with an injected fault, for fault tests
+// (shardmap-worker --test-functions).
+void RegisterTestBuiltins(FunctionRegistry& registry);
 
 }  // namespace shardmap
 

@@ -56,6 +56,10 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
       ->capture_default_str();
+  bool test_functions = false;
+  app.add_flag("--test-functions", test_functions,
+               "also register spin and fail_on (psum with an injected fault), "
+               "for fault tests");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_default_logger(spdlog::stderr_color_mt("worker"));
   spdlog::set_level(spdlog::level::from_str(log_level));
@@ -65,6 +69,7 @@ int main(int argc, char** argv) {
   RegisterBuiltins(registry);
   RegisterCollectiveBuiltins(registry);
   RegisterStateBuiltins(registry);
+  if (test_functions) RegisterTestBuiltins(registry);
   ShardExecutor executor(&registry);
   JobSequencer sequencer(JobSequencer::Options{});
 

@@ -27,6 +27,7 @@ absl::StatusOr<std::vector<Tensor>> ShardExecutor::Run(
   ctx.coords = call.mesh.Coords(call.device_id);
   ctx.comm = comm;
   ctx.states = states;
+  if (call.cancelled) ctx.cancelled = call.cancelled;
   absl::StatusOr<std::vector<Tensor>> outputs;
   try {
     outputs = def->kernel(ctx, call.args, resolved);

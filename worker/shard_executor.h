@@ -5,6 +5,7 @@
 #ifndef SHARDMAP_WORKER_SHARD_EXECUTOR_H_
 #define SHARDMAP_WORKER_SHARD_EXECUTOR_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@ struct ShardCall {
   int64_t device_id = 0;
   std::vector<Tensor> args;
   std::string kwargs_json;
+  // Handed to the kernel as CallContext::cancelled; null = never.
+  std::function<bool()> cancelled;
 };
 
 class ShardExecutor {

@@ -98,6 +98,7 @@ grpc::Status WorkerService::RunShard(
   const int64_t device = call->device_id;
   const absl::Time deadline = absl::FromChrono(context->deadline());
   auto cancelled = [context] { return context->IsCancelled(); };
+  call->cancelled = cancelled;
 
   std::unique_ptr<Turn> turn;
   if (sequencer_ != nullptr && !header.worker_id().empty()) {

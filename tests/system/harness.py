@@ -31,17 +31,18 @@ def stop(proc, timeout=10):
             stream.close()
 
 
-def live_workers(address):
-    """How many workers the coordinator counts live, or -1 if unreachable."""
-    p = subprocess.run([SHARDCTL, "status", "--coordinator", address,
+def live_workers(address, prefix=()):
+    """How many workers the coordinator counts live, or -1 if unreachable.
+    `prefix` runs shardctl through another command (ip netns exec NS)."""
+    p = subprocess.run([*prefix, SHARDCTL, "status", "--coordinator", address,
                         "--json"], capture_output=True, text=True, timeout=30)
     return len(json.loads(p.stdout)["workers"]) if p.returncode == 0 else -1
 
 
-def wait_for_workers(address, n, timeout=20):
+def wait_for_workers(address, n, timeout=20, prefix=()):
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if live_workers(address) == n:
+        if live_workers(address, prefix) == n:
             return
         time.sleep(0.05)
     raise AssertionError(f"{n} workers never became live at {address}")
@@ -85,10 +86,18 @@ class Worker:
 
 class ProcessCluster:
     """A coordinator and workers started one by one, so a test can kill,
-    stop and restart any of them."""
+    stop and restart any of them. `prefix(who)` (who: "coordinator",
+    "client" or a worker's index) gives the command that process runs
+    through, e.g. ["ip", "netns", "exec", NS]; `host` is the coordinator's
+    listen address."""
 
-    def __init__(self, workers, heartbeat_timeout=1.0):
+    def __init__(self, workers, heartbeat_timeout=1.0, coordinator_args=(),
+                 worker_args=(), prefix=lambda who: [], host="127.0.0.1"):
         self.heartbeat_timeout = heartbeat_timeout
+        self.coordinator_args = list(coordinator_args)
+        self.worker_args = list(worker_args)
+        self.prefix = prefix
+        self.host = host
         self.coordinator = None
         self.address = None
         self.workers = []
@@ -99,18 +108,23 @@ class ProcessCluster:
 
     def start_coordinator(self, port=0):
         self.coordinator, self.address = _start(
-            [f"{BIN}/shardmap-coordinator", "--listen", f"127.0.0.1:{port}",
-             "--heartbeat-timeout", str(self.heartbeat_timeout)])
+            [*self.prefix("coordinator"), f"{BIN}/shardmap-coordinator",
+             "--listen", f"{self.host}:{port}",
+             "--heartbeat-timeout", str(self.heartbeat_timeout),
+             *self.coordinator_args])
 
     def kill_coordinator(self):
         self.coordinator.kill()
         self.coordinator.wait()
         self.coordinator.stdout.close()
 
-    def add_worker(self, *extra, stderr=subprocess.DEVNULL):
+    def add_worker(self, *extra, stderr=subprocess.DEVNULL,
+                   listen="127.0.0.1:0", who=None):
         proc, address = _start(
-            [f"{BIN}/shardmap-worker", "--coordinator", self.address,
-             "--listen", "127.0.0.1:0", *extra], stderr=stderr)
+            [*self.prefix(len(self.workers) if who is None else who),
+             f"{BIN}/shardmap-worker",
+             "--coordinator", self.address, "--listen", listen,
+             *self.worker_args, *extra], stderr=stderr)
         self.workers.append(Worker(proc, address))
         return self.workers[-1]
 
@@ -128,11 +142,53 @@ class ProcessCluster:
             self.kill_worker(w)
 
     def live(self):
-        return live_workers(self.address)
+        return live_workers(self.address, self.prefix("client"))
 
     def wait_for_workers(self, n, timeout=20):
-        wait_for_workers(self.address, n, timeout)
+        wait_for_workers(self.address, n, timeout, self.prefix("client"))
 
     def close(self):
         self.kill_workers()
         stop(self.coordinator)
+
+
+def cpu_seconds(pid):
+    """User + system CPU time the process has used, in seconds."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid):
+    """The process's resident set size now."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def wait_until_idle(pids, timeout=10, window=0.5, busy=0.1):
+    """Seconds until none of `pids` uses more than `busy` of a core over
+    `window`; AssertionError after `timeout`."""
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        before = [cpu_seconds(p) for p in pids]
+        time.sleep(window)
+        used = [cpu_seconds(p) - b for p, b in zip(pids, before)]
+        if max(used) <= busy * window:
+            return time.monotonic() - start - window
+    raise AssertionError(f"processes {pids} still busy after {timeout} s")
+
+
+def wait_until_busy(pids, timeout=10, window=0.3):
+    """Waits until every one of `pids` uses a fifth of a core or more (the
+    machine may be shared)."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        before = [cpu_seconds(p) for p in pids]
+        time.sleep(window)
+        used = [cpu_seconds(p) - b for p, b in zip(pids, before)]
+        if min(used) >= 0.2 * window:
+            return
+    raise AssertionError(f"processes {pids} never got busy")

@@ -1,8 +1,6 @@
 // RegisterBuiltins: the built-in functions that need no collectives, each
 // a thin adapter from the Kernel calling convention to a pure function in
 // elementwise.h, linalg.h or reduce.h.
-#include <cstdio>
-#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -87,16 +85,6 @@ Result SumKernel(const CallContext&, std::vector<Tensor>& args,
   }
   return One(Sum(args[0], KwargOrNull(kwargs, "axis"),
                  keepdims.is_boolean() && keepdims.get<bool>()));
-}
-
-// Registering a name twice is a programming error in the caller.
-void MustRegister(FunctionRegistry& registry, const Signature& signature,
-                  Kernel kernel) {
-  absl::Status s = registry.Register(signature, std::move(kernel));
-  if (!s.ok()) {
-    std::fprintf(stderr, "RegisterBuiltins: %s\n", s.ToString().c_str());
-    std::abort();
-  }
 }
 
 }  // namespace

@@ -2,8 +2,6 @@
 // devices of their job through the communicator - jax.lax's collectives as
 // functions of one array, and three composites from the JAX ecosystem's
 // shard_map examples.
-#include <cstdlib>
-#include <iostream>
 
 #include "absl/strings/str_cat.h"
 #include "core/collective_rules.h"
@@ -114,15 +112,6 @@ Result GlobalSumKernel(const CallContext& ctx, std::vector<Tensor>& args,
   Tensor one(local.dtype(), {1});
   std::memcpy(one.data(), local.data(), local.num_bytes());
   return One(ca.first->Psum(one, ca.second));
-}
-
-void MustRegister(FunctionRegistry& registry, const Signature& signature,
-                  Kernel kernel) {
-  if (absl::Status s = registry.Register(signature, std::move(kernel));
-      !s.ok()) {
-    std::cerr << "RegisterCollectiveBuiltins: " << s << std::endl;
-    std::abort();
-  }
 }
 
 Signature Collective(const char* name, int arity, const char* op) {

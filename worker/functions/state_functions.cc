@@ -11,8 +11,6 @@
 // whole job succeeds.
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
-#include <iostream>
 #include <map>
 #include <string>
 #include <type_traits>
@@ -215,15 +213,6 @@ Result LinearSgdStepKernel(const CallContext& ctx, std::vector<Tensor>& args,
     return SgdStep<double>(ca.first, ca.second, x, y, *params, lr);
   }
   return SgdStep<float>(ca.first, ca.second, x, y, *params, lr);
-}
-
-void MustRegister(FunctionRegistry& registry, const Signature& signature,
-                  Kernel kernel) {
-  if (absl::Status s = registry.Register(signature, std::move(kernel));
-      !s.ok()) {
-    std::cerr << "RegisterStateBuiltins: " << s << std::endl;
-    std::abort();
-  }
 }
 
 }  // namespace
