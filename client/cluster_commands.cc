@@ -50,12 +50,16 @@ int StatusCommand(const QueryFlags& f) {
     j["version"] = status->version();
     j["jobs_completed"] = status->jobs_completed();
     j["jobs_failed"] = status->jobs_failed();
+    j["expected_workers"] = status->expected_workers();
+    j["complete"] = status->complete();
     j["workers"] = nlohmann::json::array();
     for (const auto& w : status->workers()) {
-      j["workers"].push_back(
-          {{"id", w.worker_id()},
-           {"address", w.address()},
-           {"seconds_since_heartbeat", w.seconds_since_heartbeat()}});
+      nlohmann::json wj = {
+          {"id", w.worker_id()},
+          {"address", w.address()},
+          {"seconds_since_heartbeat", w.seconds_since_heartbeat()}};
+      if (w.has_rank()) wj["rank"] = w.rank();
+      j["workers"].push_back(wj);
     }
     std::cout << j.dump() << std::endl;
     return kExitOk;
@@ -66,9 +70,10 @@ int StatusCommand(const QueryFlags& f) {
             << ", " << status->jobs_completed() << " jobs completed, "
             << status->jobs_failed() << " failed\n";
   for (const auto& w : status->workers()) {
-    std::cout << absl::StrFormat("  %-4s %-22s last heartbeat %.1fs ago\n",
-                                 w.worker_id(), w.address(),
-                                 w.seconds_since_heartbeat());
+    std::cout << absl::StrFormat(
+        "  %-4s %-22s %slast heartbeat %.1fs ago\n", w.worker_id(), w.address(),
+        w.has_rank() ? absl::StrCat("rank ", w.rank(), "  ") : "",
+        w.seconds_since_heartbeat());
   }
   return kExitOk;
 }

@@ -30,6 +30,7 @@ struct RunFlags {
   bool no_check_rep = false;
   bool json = false;
   double timeout_seconds = 600;
+  std::string traceparent;  // W3C trace context; empty: a new trace
 };
 int RunCommand(const RunFlags& flags);
 
@@ -46,6 +47,18 @@ struct QueryFlags {
 };
 int StatusCommand(const QueryFlags& flags);
 int FunctionsCommand(const QueryFlags& flags);
+
+// grpc.health.v1 of any shardmap process (health_command.cc). Exit 0
+// SERVING, 75 NOT_SERVING (or UNKNOWN), 69 unreachable or no answer in
+// time, 64 unknown service.
+struct HealthFlags {
+  std::string addr;
+  std::string service;  // "" = the whole server
+  double timeout_seconds = 5;
+  bool watch = false;  // print every change until the timeout
+  bool json = false;
+};
+int HealthCommand(const HealthFlags& flags);
 
 // Resident arrays and checkpoints (array_commands.cc).
 struct PutFlags {

@@ -176,6 +176,7 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
   run.job.kwargs_json = f.kwargs;
   run.job.check_rep = !f.no_check_rep;
   run.job.timeout = absl::Seconds(f.timeout_seconds);
+  run.job.traceparent = f.traceparent;
   SHARD_RETURN_IF_ERROR(ParseResidentNames(f, &run.job));
   SHARD_RETURN_IF_ERROR(ParseStates(f, &run.job));
   const bool resident = !run.job.resident_args.empty() ||
@@ -304,6 +305,7 @@ int RunCommand(const RunFlags& f) {
   summary["mesh"] = run.job.mesh.ToString();
   summary["devices"] = result->num_devices;
   summary["seconds"] = seconds;
+  summary["traceparent"] = result->traceparent;
   summary["outputs"] = nlohmann::json::array();
   // One line per output for stderr, or its values for stdout.
   std::vector<std::string> lines;

@@ -10,6 +10,7 @@
 #include "core/chunking.h"
 #include "core/proto_convert.h"
 #include "core/status_util.h"
+#include "core/trace_context.h"
 
 namespace shardmap {
 
@@ -54,6 +55,16 @@ absl::StatusOr<JobResult> ShardClient::Run(const JobRequest& job) const {
 
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + job.timeout));
+  std::string traceparent = job.traceparent;
+  if (traceparent.empty()) {
+    traceparent = Traceparent::New().ToString();
+  } else if (!Traceparent::Parse(traceparent).has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("traceparent must be 00-<32 hex>-<16 hex>-<2 hex> "
+                     "(W3C trace context), got '",
+                     traceparent, "'"));
+  }
+  context.AddMetadata(kTraceparentKey, traceparent);
   auto stream = stub_->RunJob(&context);
 
   // Send on a second thread while this one reads, so a coordinator that
@@ -77,6 +88,7 @@ absl::StatusOr<JobResult> ShardClient::Run(const JobRequest& job) const {
   });
 
   JobResult result;
+  result.traceparent = traceparent;
   absl::Status status;
   v1::RunJobResponse response;
   if (stream->Read(&response)) {

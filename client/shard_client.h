@@ -60,6 +60,9 @@ struct JobRequest {
   std::string kwargs_json;  // a JSON object, or empty
   bool check_rep = true;
   absl::Duration timeout = absl::Minutes(10);
+  // W3C traceparent sent with the job (the coordinator and workers log its
+  // trace id); empty: Run starts a new trace.
+  std::string traceparent;
 };
 
 struct JobResult {
@@ -70,6 +73,7 @@ struct JobResult {
   std::vector<std::pair<std::string, ArrayMeta>> stored;
   double coordinator_seconds = 0;  // time the coordinator spent
   int num_devices = 0;
+  std::string traceparent;  // the one the job was sent with
 };
 
 class ShardClient {

@@ -20,6 +20,7 @@ Examples:
   shardctl up --workers 4 --listen 127.0.0.1:7070 &
   shardctl status --coordinator 127.0.0.1:7070
   shardctl functions --coordinator 127.0.0.1:7070
+  shardctl health --addr 127.0.0.1:7070     # exit 0 when SERVING
   shardctl run --coordinator 127.0.0.1:7070 --mesh data=4 --fn scale \
       --arg x.npy --in-spec "P('data')" --out-spec "P('data')" \
       --kwargs '{"alpha": 2.0}' --json
@@ -54,7 +55,7 @@ Exit codes: 0 ok, 64 usage, 65 bad input data (also: no resident array of
 that name), 66 missing input file or checkpoint, 69 unavailable (also: a
 lost resident array), 70 internal, 73 cannot create output (also: a
 resident array of another shape holds the name; use --overwrite),
-75 temporary failure, 77 permission denied.
+75 temporary failure (health: NOT_SERVING), 77 permission denied.
 )EX";
 
 }  // namespace
@@ -111,6 +112,10 @@ int main(int argc, char** argv) {
   run_cmd
       ->add_option("--timeout", run.timeout_seconds, "job deadline in seconds")
       ->capture_default_str();
+  run_cmd->add_option("--traceparent", run.traceparent,
+                      "W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>) to send "
+                      "with the job; the servers log its trace id (default: "
+                      "a new trace)");
 
   UpFlags up;
   CLI::App* up_cmd = app.add_subcommand(
@@ -130,6 +135,24 @@ int main(int argc, char** argv) {
       ->add_option("--coordinator", status.coordinator, "coordinator HOST:PORT")
       ->capture_default_str();
   status_cmd->add_flag("--json", status.json, "machine-readable output");
+
+  HealthFlags health;
+  CLI::App* health_cmd = app.add_subcommand(
+      "health",
+      "grpc.health.v1 check of a coordinator or worker: exit 0 SERVING, 75 "
+      "NOT_SERVING, 69 unreachable, 64 unknown service");
+  health_cmd->add_option("--addr", health.addr, "HOST:PORT of the process")
+      ->required();
+  health_cmd->add_option("--service", health.service,
+                         "service name (default: the whole server), e.g. "
+                         "shardmap.v1.Coordinator or shardmap.v1.Worker");
+  health_cmd
+      ->add_option("--timeout", health.timeout_seconds,
+                   "seconds to wait for an answer (with --watch: to watch)")
+      ->capture_default_str();
+  health_cmd->add_flag("--watch", health.watch,
+                       "print the status and every change until --timeout");
+  health_cmd->add_flag("--json", health.json, "machine-readable output");
 
   QueryFlags functions;
   CLI::App* functions_cmd = app.add_subcommand(
@@ -247,6 +270,7 @@ int main(int argc, char** argv) {
   if (up_cmd->parsed()) return UpCommand(up);
   if (status_cmd->parsed()) return StatusCommand(status);
   if (functions_cmd->parsed()) return FunctionsCommand(functions);
+  if (health_cmd->parsed()) return HealthCommand(health);
   if (put_cmd->parsed()) return PutCommand(put);
   if (get_cmd->parsed()) return GetCommand(get);
   if (ls_cmd->parsed()) return LsCommand(ls);

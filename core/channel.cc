@@ -6,22 +6,24 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include "core/chunking.h"
+#include "core/keepalive.h"
 
 namespace shardmap {
-namespace {
+
 // Clients ping every 30 s when idle; servers allow pings every 10 s, so an
 // idle cluster never gets a too_many_pings GOAWAY.
-constexpr int kKeepaliveTimeMs = 30000;
-constexpr int kKeepaliveTimeoutMs = 10000;
-constexpr int kMinPingIntervalMs = 10000;
-}  // namespace
+const KeepalivePolicy& Keepalive() {
+  static constexpr KeepalivePolicy kPolicy{30000, 10000, 10000, 0};
+  return kPolicy;
+}
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kKeepaliveTimeMs);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kKeepaliveTimeoutMs);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, Keepalive().client_ping_ms);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              Keepalive().client_ping_timeout_ms);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   // The retry layer holds sent messages until a call commits; shardmap
   // streams retry at the job level instead.
@@ -39,8 +41,9 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-      kMinPingIntervalMs);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+      Keepalive().server_min_ping_ms);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES,
+                             Keepalive().server_max_ping_strikes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
 }

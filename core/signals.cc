@@ -2,6 +2,12 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "absl/time/clock.h"
 
 namespace shardmap {
 namespace {
@@ -28,6 +34,15 @@ int WaitForTerminationSignal() {
   while (sigwait(&set, &sig) != 0) {
   }
   return sig;
+}
+
+void ExitIfShutdownHangs(absl::Duration bound) {
+  std::thread([bound] {
+    absl::SleepFor(bound);
+    std::fprintf(stderr, "shutdown still running after %s; exiting now\n",
+                 absl::FormatDuration(bound).c_str());
+    _exit(0);
+  }).detach();
 }
 
 }  // namespace shardmap

@@ -8,7 +8,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
-  libzip-dev zlib1g-dev libxxhash-dev
+  libzip-dev zlib1g-dev libxxhash-dev prometheus-cpp-dev
   python3 python3-numpy
   iproute2 nftables
 )

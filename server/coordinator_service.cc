@@ -8,6 +8,7 @@
 #include "core/chunking.h"
 #include "core/proto_convert.h"
 #include "core/status_util.h"
+#include "core/trace_context.h"
 #include "server/checkpoint.h"
 #include "server/planner.h"
 
@@ -48,6 +49,8 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
                                         JobStream* stream) {
   const absl::Time start = absl::Now();
   const std::string job_id = absl::StrCat("job-", next_job_++);
+  const Traceparent span = ServerSpan(*context);
+  ScopedLogContext log_context({job_id, span.trace_id, span.span_id});
   // The job's deadline: the client's, capped by ours.
   absl::Time deadline = start + options_.max_job_time;
   const absl::Time client_deadline = absl::FromChrono(context->deadline());
@@ -58,6 +61,12 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
   // cannot report that status).
   auto watch = watchdog_->Start(deadline + absl::Milliseconds(500),
                                 [context] { context->TryCancel(); });
+  std::string function;  // known once the JobSpec is read
+  auto done = [&](absl::StatusCode code) {
+    if (options_.on_job_done) {
+      options_.on_job_done(function, code, absl::Now() - start);
+    }
+  };
   auto fail = [&](absl::Status s) {
     if (absl::Now() >= deadline &&
         (context->IsCancelled() ||
@@ -67,18 +76,30 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
           absl::FormatDuration(deadline - start), " (", s.message(), ")"));
     }
     ++failed_;
+    done(s.code());
     spdlog::info("{} failed: {}: {}", job_id, StatusCodeName(s.code()),
                  std::string(s.message()));
     return ToGrpcStatus(s);
   };
+  std::unique_ptr<DrainGate::Pass> pass;
+  if (options_.gate != nullptr) {
+    auto entered = options_.gate->Enter(context);
+    if (!entered.ok()) return fail(entered.status());
+    pass = *std::move(entered);
+  }
   v1::RunJobRequest request;
   if (!stream->Read(&request) || !request.has_spec()) {
     return fail(absl::InvalidArgumentError(
         "a RunJob stream must start with a JobSpec"));
   }
   const v1::JobSpec& spec = request.spec();
+  function = spec.function();
   spdlog::debug("{}: {} on mesh of {} axes", job_id, spec.function(),
                 spec.mesh().axes_size());
+  if (options_.await_bring_up) {
+    absl::Status up = options_.await_bring_up(deadline);
+    if (!up.ok()) return fail(up);
+  }
   // Jobs that use the same resident arrays are ordered here, before they
   // plan, so each plans against the versions the one before committed.
   std::set<std::string> reads, writes;
@@ -136,6 +157,7 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
     if (!ok) return fail(absl::CancelledError("client went away"));
   }
   ++completed_;
+  done(absl::StatusCode::kOk);
   spdlog::debug("{} done in {}", job_id,
                 absl::FormatDuration(absl::Now() - start));
   return grpc::Status::OK;
@@ -158,7 +180,11 @@ grpc::Status CoordinatorService::GetClusterStatus(
     info->set_address(w.address);
     info->set_seconds_since_heartbeat(
         absl::ToDoubleSeconds(now - w.last_heartbeat));
+    if (w.rank.has_value()) info->set_rank(*w.rank);
   }
+  response->set_expected_workers(
+      static_cast<int32_t>(options_.expected_workers));
+  response->set_complete(pool_->CheckComplete(options_.expected_workers).ok());
   response->set_jobs_completed(completed_);
   response->set_jobs_failed(failed_);
   response->set_version(SHARDMAP_VERSION);
@@ -231,8 +257,10 @@ grpc::ServerUnaryReactor* RegistryService::Register(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   std::vector<v1::FunctionSignature> functions(request->functions().begin(),
                                                request->functions().end());
-  auto id =
-      pool_->Register(request->address(), request->incarnation(), functions);
+  auto id = pool_->Register(
+      request->address(), request->incarnation(), functions,
+      request->has_rank() ? std::optional<int64_t>(request->rank())
+                          : std::nullopt);
   if (!id.ok()) {
     reactor->Finish(ToGrpcStatus(id.status()));
     return reactor;

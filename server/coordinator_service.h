@@ -8,8 +8,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 
 #include "absl/time/time.h"
+#include "core/drain_gate.h"
 #include "server/deadline_watchdog.h"
 #include "server/job_runner.h"
 #include "server/name_locks.h"
@@ -28,6 +30,19 @@ class CoordinatorService final : public v1::Coordinator::Service {
     absl::Duration max_job_time = absl::Minutes(10);
     // Largest total of argument bytes one job may bring.
     uint64_t max_job_bytes = uint64_t{16} << 30;
+    // --expect-workers: reported by GetClusterStatus.
+    int64_t expected_workers = 0;
+    // When set, every job first calls it with its deadline and fails with
+    // its error: holds jobs while the cluster comes up
+    // (CoordinatorHealth::AwaitBringUp).
+    std::function<absl::Status(absl::Time deadline)> await_bring_up;
+    // Called once per RunJob as it ends (metrics); `function` is empty if
+    // the stream never named one.
+    std::function<void(const std::string& function, absl::StatusCode code,
+                       absl::Duration elapsed)>
+        on_job_done;
+    // The SIGTERM drain; may be null. Not owned.
+    DrainGate* gate = nullptr;
   };
   CoordinatorService(const Options& options, WorkerPool* pool,
                      JobRunner* runner, DeadlineWatchdog* watchdog,

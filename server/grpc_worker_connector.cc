@@ -4,6 +4,7 @@
 
 #include "core/channel.h"
 #include "core/status_util.h"
+#include "core/trace_context.h"
 
 namespace shardmap {
 namespace {
@@ -16,6 +17,12 @@ class GrpcShardChannel final : public ShardChannel {
   GrpcShardChannel(std::shared_ptr<v1::Worker::Stub> stub, absl::Time deadline)
       : stub_(std::move(stub)) {
     context_.set_deadline(absl::ToChronoTime(deadline));
+    // The job's trace, with the coordinator's span as the workers' parent.
+    const LogContext& log = CurrentLogContext();
+    if (!log.trace_id.empty()) {
+      context_.AddMetadata(kTraceparentKey,
+                           Traceparent{log.trace_id, log.span_id}.ToString());
+    }
   }
   bool Write(const v1::ShardRequest& request) override {
     if (!stream_) stream_ = stub_->RunShard(&context_);

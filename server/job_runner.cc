@@ -14,6 +14,7 @@
 #include "core/chunking.h"
 #include "core/proto_convert.h"
 #include "core/status_util.h"
+#include "core/trace_context.h"
 
 namespace shardmap {
 
@@ -315,8 +316,10 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
     absl::Mutex done_mu;
     int64_t done = 0;
     std::vector<bool> finished(n, false);
+    const LogContext log_context = CurrentLogContext();
     for (int64_t d = 0; d < n; ++d) {
       threads.emplace_back([&, d] {
+        ScopedLogContext in_thread(log_context);  // logs and traceparent
         std::unique_ptr<ShardChannel> ch =
             connector_->Open(workers[d].address, deadline);
         abort.Attach(d, ch.get());

@@ -8,8 +8,14 @@
 #include <iostream>
 
 #include "core/channel.h"
+#include "core/drain_gate.h"
+#include "core/logging.h"
+#include "core/metrics_endpoint.h"
 #include "core/process_tuning.h"
+#include "core/server_ops.h"
 #include "core/signals.h"
+#include "server/coordinator_health.h"
+#include "server/coordinator_metrics.h"
 #include "server/coordinator_service.h"
 #include "server/deadline_watchdog.h"
 #include "server/grpc_worker_connector.h"
@@ -24,7 +30,8 @@ int main(int argc, char** argv) {
   double heartbeat_timeout = 3.0;
   double max_job_seconds = 600;
   double collective_timeout = 30;
-  std::string log_level = "info";
+  ServerOpsFlags ops;
+  AddServerOpsFlags(app, ops);
   app.add_option("--listen", listen,
                  "HOST:PORT to serve on; port 0 = any free port")
       ->capture_default_str();
@@ -39,12 +46,26 @@ int main(int argc, char** argv) {
                  "seconds a collective may wait for one peer message before "
                  "its job fails with DEADLINE_EXCEEDED")
       ->capture_default_str();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
-      ->capture_default_str();
+  int64_t expect_workers = 0;
+  double init_timeout = 30;
+  app.add_option("--expect-workers", expect_workers,
+                 "health is NOT_SERVING until this many workers (ranks "
+                 "0..N-1 when ranked) are live; 0 = no expectation")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--init-timeout", init_timeout,
+                 "seconds after start that jobs wait for the expected "
+                 "workers before failing with UNAVAILABLE")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.set_version_flag("--version", SHARDMAP_VERSION);
   CLI11_PARSE(app, argc, argv);
-  spdlog::set_default_logger(spdlog::stderr_color_mt("coordinator"));
-  spdlog::set_level(spdlog::level::from_str(log_level));
+  if (absl::Status s =
+          SetupLogging("coordinator", ops.log_level, ops.log_format);
+      !s.ok()) {
+    std::cerr << "error: INVALID_ARGUMENT: " << s.message() << "\n";
+    return 64;
+  }
   BlockTerminationSignals();
 
   WorkerPool::Options pool_options;
@@ -53,8 +74,14 @@ int main(int argc, char** argv) {
       std::min(absl::Milliseconds(500), pool_options.heartbeat_timeout / 4);
   WorkerPool pool(pool_options);
   GrpcWorkerConnector connector;
+  DrainGate gate("the coordinator");
   JobRunner::Options runner_options;
-  runner_options.check_live = [&pool](const WorkerPool::Worker& w) {
+  runner_options.check_live = [&pool, &gate](const WorkerPool::Worker& w) {
+    if (gate.cancelled()) {
+      return absl::UnavailableError(
+          "the coordinator is shutting down and its --grace period ended "
+          "before the job did");
+    }
     return pool.CheckLive(w.id);
   };
   runner_options.collective_timeout = absl::Seconds(collective_timeout);
@@ -66,6 +93,33 @@ int main(int argc, char** argv) {
   DeadlineWatchdog watchdog;
   CoordinatorService::Options service_options;
   service_options.max_job_time = absl::Seconds(max_job_seconds);
+  service_options.expected_workers = expect_workers;
+  service_options.gate = &gate;
+  CoordinatorMetrics metrics;
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint;
+  if (!ops.metrics.empty()) {
+    auto started = MetricsEndpoint::Start(ops.metrics, metrics.registry());
+    if (!started.ok()) {
+      std::cerr << "error: UNAVAILABLE: " << started.status().message() << "\n";
+      return 69;
+    }
+    metrics_endpoint = *std::move(started);
+    service_options.on_job_done = [&metrics](const std::string& function,
+                                             absl::StatusCode code,
+                                             absl::Duration elapsed) {
+      metrics.JobDone(function, code, elapsed);
+    };
+  }
+  CoordinatorHealth::Options health_options;
+  health_options.expected_workers = expect_workers;
+  health_options.init_timeout = absl::Seconds(init_timeout);
+  health_options.on_poll = [&metrics](int64_t live) {
+    metrics.SetWorkersUp(live);
+  };
+  CoordinatorHealth health(health_options, &pool);
+  service_options.await_bring_up = [&health](absl::Time deadline) {
+    return health.AwaitBringUp(deadline);
+  };
   CoordinatorService coordinator(service_options, &pool, &runner, &watchdog,
                                  &index, &locks, &calls);
   RegistryService registry(&pool, &index);
@@ -82,11 +136,19 @@ int main(int argc, char** argv) {
     std::cerr << "error: UNAVAILABLE: cannot listen on " << listen << "\n";
     return 69;
   }
+  health.Attach(server->GetHealthCheckService());
   std::cout << "shardmap-coordinator listening on " << ReplacePort(listen, port)
             << std::endl;
+  if (metrics_endpoint) {
+    std::cout << "shardmap-coordinator metrics on "
+              << metrics_endpoint->address() << std::endl;
+  }
   const int sig = WaitForTerminationSignal();
-  spdlog::info("signal {}: shutting down", sig);
-  // Stop accepting, let in-flight jobs finish until the grace deadline.
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // NOT_SERVING, refuse new jobs, let those in flight finish until the
+  // grace deadline, cancel the rest; workers keep heartbeating meanwhile.
+  health.Shutdown();
+  DrainAfterSignal(sig, gate, ops.grace_seconds);
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  spdlog::info("stopped");
   return 0;
 }

@@ -6,14 +6,70 @@
 #include "absl/strings/str_join.h"
 
 namespace shardmap {
+namespace {
+
+// Devices 0..n-1 of a mesh placed on `live` (in registration order): rank i
+// takes device i, unranked workers fill the devices no rank claims.
+struct Placement {
+  std::vector<WorkerPool::Worker> workers;  // filled only when complete
+  std::vector<int64_t> missing;             // devices left without a worker
+  bool any_ranked = false;
+};
+
+Placement Place(const std::vector<WorkerPool::Worker>& live, int64_t n) {
+  Placement p;
+  std::vector<const WorkerPool::Worker*> slots(n, nullptr);
+  std::vector<const WorkerPool::Worker*> unranked;
+  for (const auto& w : live) {
+    if (!w.rank.has_value()) {
+      unranked.push_back(&w);
+      continue;
+    }
+    p.any_ranked = true;
+    if (*w.rank < n) slots[*w.rank] = &w;
+  }
+  size_t next = 0;
+  for (int64_t d = 0; d < n; ++d) {
+    if (slots[d] == nullptr && next < unranked.size()) {
+      slots[d] = unranked[next++];
+    }
+    if (slots[d] == nullptr) p.missing.push_back(d);
+  }
+  if (p.missing.empty()) {
+    for (const auto* w : slots) p.workers.push_back(*w);
+  }
+  return p;
+}
+
+std::string MissingRanks(const std::vector<int64_t>& missing) {
+  return absl::StrCat("missing rank", missing.size() == 1 ? " " : "s ",
+                      absl::StrJoin(missing, ", "));
+}
+
+}  // namespace
 
 absl::StatusOr<std::string> WorkerPool::Register(
     const std::string& address, uint64_t incarnation,
-    const std::vector<v1::FunctionSignature>& functions) {
+    const std::vector<v1::FunctionSignature>& functions,
+    std::optional<int64_t> rank) {
   if (address.empty()) {
     return absl::InvalidArgumentError("worker registered without an address");
   }
+  if (rank.has_value() && *rank < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rank must be 0 or more, got ", *rank));
+  }
   absl::MutexLock lock(&mu_);
+  ExpireLocked();
+  for (const auto& [seq, w] : workers_) {
+    if (rank.has_value() && w.rank == rank && w.address != address) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "rank ", *rank, " is held by live worker ", w.id, " at ", w.address,
+          "; two workers cannot share a rank (it frees up when that worker "
+          "stops heartbeating for ",
+          absl::FormatDuration(options_.heartbeat_timeout), ")"));
+    }
+  }
   for (auto it = workers_.begin(); it != workers_.end();) {
     if (it->second.address == address) {
       spdlog::info("worker {} at {} re-registered; dropping the old entry",
@@ -24,10 +80,12 @@ absl::StatusOr<std::string> WorkerPool::Register(
     }
   }
   const uint64_t seq = next_seq_++;
-  Worker w{absl::StrCat("w", seq), address, incarnation, options_.clock()};
+  Worker w{absl::StrCat("w", seq), address, incarnation, options_.clock(),
+           rank};
   workers_[seq] = w;
   for (const auto& f : functions) functions_[f.name()] = f;
-  spdlog::info("worker {} joined from {}", w.id, address);
+  spdlog::info("worker {} joined from {}{}", w.id, address,
+               rank.has_value() ? absl::StrCat(" as rank ", *rank) : "");
   return w.id;
 }
 
@@ -79,15 +137,31 @@ absl::Status WorkerPool::CheckLive(const std::string& id) const {
 
 absl::StatusOr<std::vector<WorkerPool::Worker>> WorkerPool::Acquire(
     int64_t n) const {
-  std::vector<Worker> live = LiveWorkers();
+  const std::vector<Worker> live = LiveWorkers();
+  Placement p = Place(live, n);
+  if (p.missing.empty()) return std::move(p.workers);
+  const std::string ranks =
+      p.any_ranked ? absl::StrCat(" (", MissingRanks(p.missing), ")") : "";
   if (static_cast<int64_t>(live.size()) < n) {
     return absl::FailedPreconditionError(
         absl::StrCat("the mesh has ", n, " devices but only ", live.size(),
-                     " worker", live.size() == 1 ? " is" : "s are",
-                     " alive; start more workers or use a smaller mesh"));
+                     " worker", live.size() == 1 ? " is" : "s are", " alive",
+                     ranks, "; start more workers or use a smaller mesh"));
   }
-  live.resize(n);
-  return live;
+  return absl::FailedPreconditionError(
+      absl::StrCat("the mesh has ", n, " devices and ", live.size(),
+                   " workers are alive, but none has ", MissingRanks(p.missing),
+                   "; device i runs on the worker of rank i"));
+}
+
+absl::Status WorkerPool::CheckComplete(int64_t expected) const {
+  const std::vector<Worker> live = LiveWorkers();
+  const Placement p = Place(live, expected);
+  if (p.missing.empty()) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      expected - static_cast<int64_t>(p.missing.size()), "/", expected,
+      " workers registered",
+      p.any_ranked ? absl::StrCat(", ", MissingRanks(p.missing)) : ""));
 }
 
 absl::StatusOr<v1::FunctionSignature> WorkerPool::FindFunction(

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,16 +39,22 @@ class WorkerPool {
     std::string address;
     uint64_t incarnation = 0;
     absl::Time last_heartbeat;
+    // The rank the worker claimed (--rank); mesh device i runs on rank i.
+    std::optional<int64_t> rank;
   };
 
   explicit WorkerPool(Options options) : options_(std::move(options)) {}
 
   // Adds a worker and returns its id ("w0", "w1", ...). A worker that
   // registers again from the same address (a restart) replaces its old
-  // entry. INVALID_ARGUMENT for an empty address.
+  // entry, as does one claiming the rank of a worker that left the pool.
+  // INVALID_ARGUMENT for an empty address or a negative rank;
+  // ALREADY_EXISTS naming the rank and its holder when a live worker at
+  // another address holds `rank`.
   absl::StatusOr<std::string> Register(
       const std::string& address, uint64_t incarnation,
-      const std::vector<v1::FunctionSignature>& functions);
+      const std::vector<v1::FunctionSignature>& functions,
+      std::optional<int64_t> rank = std::nullopt);
   // NOT_FOUND if the worker is unknown, expired, or of an old incarnation.
   absl::Status Heartbeat(const std::string& id, uint64_t incarnation);
 
@@ -56,9 +63,15 @@ class WorkerPool {
   // OK if worker `id` is still live; UNAVAILABLE saying how long it has
   // been silent otherwise.
   absl::Status CheckLive(const std::string& id) const;
-  // The first `n` live workers; FAILED_PRECONDITION saying how many are
-  // alive when fewer than `n`.
+  // The workers of devices 0..n-1: device i runs on the live worker of
+  // rank i, and devices no rank claims on the unranked workers in
+  // registration order. FAILED_PRECONDITION saying how many are alive (and
+  // which ranks are missing) when that leaves a device without a worker.
   absl::StatusOr<std::vector<Worker>> Acquire(int64_t n) const;
+  // OK when `expected` workers are live and, if any claimed a rank, ranks
+  // 0..expected-1 are all among them; otherwise UNAVAILABLE like
+  // "3/4 workers registered, missing rank 2".
+  absl::Status CheckComplete(int64_t expected) const;
 
   // NOT_FOUND listing the known functions.
   absl::StatusOr<v1::FunctionSignature> FindFunction(

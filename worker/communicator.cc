@@ -14,6 +14,7 @@
 #include "worker/collectives/all_to_all.h"
 #include "worker/collectives/permute.h"
 #include "worker/collectives/reduce_scatter.h"
+#include "worker/worker_metrics.h"
 
 namespace shardmap {
 namespace {
@@ -111,6 +112,7 @@ CollectiveTag Communicator::NextTag(const std::string& text) {
 
 absl::StatusOr<Tensor> Communicator::Reduce(const char* op, ReduceOp reduce,
                                             const Tensor& x, const Axes& axes) {
+  worker_metrics::CollectiveTimer timer(op);
   SHARD_ASSIGN_OR_RETURN(GroupView group, Group(axes, op));
   Tensor out = x.Clone();
   AllReduceOptions o;
@@ -174,6 +176,7 @@ absl::StatusOr<Tensor> Communicator::Pmean(const Tensor& x, const Axes& axes) {
 absl::StatusOr<Tensor> Communicator::AllGather(const Tensor& x,
                                                const Axes& axes, int64_t axis,
                                                bool tiled) {
+  worker_metrics::CollectiveTimer timer("all_gather");
   SHARD_ASSIGN_OR_RETURN(int k, CheckAllGather(x.shape(), axis, tiled));
   SHARD_ASSIGN_OR_RETURN(GroupView group, Group(axes, "all_gather"));
   const int64_t n = group.size();
@@ -207,6 +210,7 @@ absl::StatusOr<Tensor> Communicator::PsumScatter(const Tensor& x,
                                                  const Axes& axes,
                                                  int64_t scatter_dimension,
                                                  bool tiled) {
+  worker_metrics::CollectiveTimer timer("psum_scatter");
   SHARD_ASSIGN_OR_RETURN(GroupView group, Group(axes, "psum_scatter"));
   const int64_t n = group.size();
   SHARD_ASSIGN_OR_RETURN(
@@ -244,6 +248,7 @@ absl::StatusOr<Tensor> Communicator::PsumScatter(const Tensor& x,
 
 absl::StatusOr<Tensor> Communicator::Ppermute(const Tensor& x, const Axes& axes,
                                               const nlohmann::json& perm) {
+  worker_metrics::CollectiveTimer timer("ppermute");
   SHARD_ASSIGN_OR_RETURN(GroupView group, Group(axes, "ppermute"));
   SHARD_RETURN_IF_ERROR(CheckPpermuteAxesOrder(*mesh_, axes));
   SHARD_ASSIGN_OR_RETURN(auto pairs, CheckPermutation(perm, group.size()));
@@ -262,6 +267,7 @@ absl::StatusOr<Tensor> Communicator::Ppermute(const Tensor& x, const Axes& axes,
 absl::StatusOr<Tensor> Communicator::AllToAll(const Tensor& x, const Axes& axes,
                                               int64_t split_axis,
                                               int64_t concat_axis, bool tiled) {
+  worker_metrics::CollectiveTimer timer("all_to_all");
   SHARD_ASSIGN_OR_RETURN(GroupView group, Group(axes, "all_to_all"));
   const int64_t n = group.size();
   SHARD_ASSIGN_OR_RETURN(

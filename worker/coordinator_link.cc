@@ -6,6 +6,7 @@
 #include <random>
 
 #include "core/channel.h"
+#include "core/status_util.h"
 
 namespace shardmap {
 namespace {
@@ -66,6 +67,7 @@ void CoordinatorLink::Loop() {
       if (options_.held_blocks) {
         for (auto& b : options_.held_blocks()) *req.add_held() = std::move(b);
       }
+      if (options_.rank.has_value()) req.set_rank(*options_.rank);
       v1::RegisterResponse resp;
       grpc::Status s = stub_->Register(&ctx, req, &resp);
       if (s.ok()) {
@@ -79,12 +81,20 @@ void CoordinatorLink::Loop() {
         }
         spdlog::info("registered with coordinator {} as {}",
                      options_.coordinator, id);
+        if (options_.on_registered) options_.on_registered(true);
         if (WaitForStop(interval)) return;
         continue;
       }
       if (!warned) {
-        spdlog::warn("cannot register with coordinator {}: {}; retrying",
-                     options_.coordinator, s.error_message());
+        // ALREADY_EXISTS: another live worker holds our rank; it may be
+        // our own predecessor, not yet expired, so keep trying.
+        spdlog::log(s.error_code() == grpc::StatusCode::ALREADY_EXISTS
+                        ? spdlog::level::err
+                        : spdlog::level::warn,
+                    "cannot register with coordinator {}: {}: {}; retrying",
+                    options_.coordinator,
+                    StatusCodeName(FromGrpcStatus(s).code()),
+                    s.error_message());
         warned = true;
       }
       if (WaitForStop(options_.retry_interval)) return;
@@ -98,6 +108,7 @@ void CoordinatorLink::Loop() {
     if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
       spdlog::info("coordinator no longer knows {}; registering again", id);
       id.clear();
+      if (options_.on_registered) options_.on_registered(false);
       continue;
     }
     if (!s.ok() && !warned) {

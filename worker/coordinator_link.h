@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +36,11 @@ class CoordinatorLink {
     absl::Duration retry_interval = absl::Milliseconds(200);
     // Blocks kept on disk from before a restart, reported at registration.
     std::function<std::vector<v1::HeldBlock>()> held_blocks;
+    // This worker's rank, if it has one (worker/rank.h).
+    std::optional<int64_t> rank;
+    // Called with true when a registration succeeds and with false when
+    // the coordinator forgets this worker (the worker's health).
+    std::function<void(bool registered)> on_registered;
   };
 
   // Starts the background thread; returns at once.

@@ -10,7 +10,11 @@
 #include <random>
 
 #include "core/channel.h"
+#include "core/drain_gate.h"
+#include "core/logging.h"
+#include "core/metrics_endpoint.h"
 #include "core/process_tuning.h"
+#include "core/server_ops.h"
 #include "core/signals.h"
 #include "core/status_util.h"
 #include "worker/coordinator_link.h"
@@ -18,11 +22,15 @@
 #include "worker/grpc_peer_transport.h"
 #include "worker/job_sequencer.h"
 #include "worker/peer_service.h"
+#include "worker/rank.h"
 #include "worker/resident_store.h"
 #include "worker/shard_executor.h"
+#include "worker/worker_metrics.h"
 #include "worker/worker_service.h"
 
 namespace {
+constexpr char kWorkerServiceName[] = "shardmap.v1.Worker";
+
 uint64_t NewIncarnation() {
   std::random_device rd;
   return (static_cast<uint64_t>(rd()) << 32) ^ rd();
@@ -36,7 +44,8 @@ int main(int argc, char** argv) {
   std::string coordinator;
   std::string listen = "127.0.0.1:0";
   std::string advertise;
-  std::string log_level = "info";
+  ServerOpsFlags ops;
+  AddServerOpsFlags(app, ops);
   app.add_option("--coordinator", coordinator, "coordinator HOST:PORT")
       ->required();
   app.add_option("--listen", listen,
@@ -54,16 +63,29 @@ int main(int argc, char** argv) {
                  "seconds a collective waits for one peer message before the "
                  "job fails with DEADLINE_EXCEEDED")
       ->capture_default_str();
-  app.add_option("--log-level", log_level, "trace, debug, info, warn, error")
-      ->capture_default_str();
   bool test_functions = false;
   app.add_flag("--test-functions", test_functions,
                "also register spin and fail_on (psum with an injected fault), "
                "for fault tests");
+  std::optional<int64_t> rank_flag;
+  bool rank_from_hostname = false;
+  app.add_option("--rank", rank_flag,
+                 "this worker's rank: mesh device i runs on rank i (default: "
+                 "$SHARDMAP_RANK, $JOB_COMPLETION_INDEX, $LWS_WORKER_INDEX, "
+                 "else registration order)");
+  app.add_flag("--rank-from-hostname", rank_from_hostname,
+               "take the rank from the trailing -<n> of the host name "
+               "(StatefulSet ordinals, Indexed Job pods)");
   CLI11_PARSE(app, argc, argv);
-  spdlog::set_default_logger(spdlog::stderr_color_mt("worker"));
-  spdlog::set_level(spdlog::level::from_str(log_level));
   BlockTerminationSignals();
+  auto rank = ResolveRank(SystemRankSources(rank_flag, rank_from_hostname));
+  absl::Status logging =
+      rank.ok() ? SetupLogging("worker", ops.log_level, ops.log_format, *rank)
+                : rank.status();
+  if (!logging.ok()) {
+    std::cerr << "error: INVALID_ARGUMENT: " << logging.message() << "\n";
+    return 64;
+  }
 
   FunctionRegistry registry;
   RegisterBuiltins(registry);
@@ -91,6 +113,8 @@ int main(int argc, char** argv) {
   PeerService peer_service(network->inbox());
   WorkerService::Options service_options;
   service_options.collective_timeout = absl::Seconds(collective_timeout);
+  DrainGate gate("the worker");
+  service_options.gate = &gate;
   ResidentStore store(state_dir);
   if (auto loaded = store.LoadDirectory(); !loaded.ok()) {
     std::cerr << "error: " << StatusCodeName(loaded.status().code()) << ": "
@@ -98,6 +122,22 @@ int main(int argc, char** argv) {
     return 65;
   } else if (*loaded > 0) {
     spdlog::info("kept {} resident blocks from {}", *loaded, state_dir);
+  }
+  std::unique_ptr<MetricsEndpoint> metrics_endpoint;
+  if (!ops.metrics.empty()) {
+    auto started = MetricsEndpoint::Start(
+        ops.metrics, worker_metrics::Enable([&store] {
+          int64_t bytes = 0;
+          for (const auto& [name, block] : store.All()) {
+            bytes += static_cast<int64_t>(block.data->num_bytes());
+          }
+          return bytes;
+        }));
+    if (!started.ok()) {
+      std::cerr << "error: UNAVAILABLE: " << started.status().message() << "\n";
+      return 69;
+    }
+    metrics_endpoint = *std::move(started);
   }
   WorkerService service(service_options, &executor, network.get(), &sequencer,
                         &store);
@@ -108,9 +148,19 @@ int main(int argc, char** argv) {
     std::cerr << "error: UNAVAILABLE: cannot listen on " << listen << "\n";
     return 69;
   }
+  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  auto set_health = [health](bool serving) {
+    health->SetServingStatus("", serving);
+    health->SetServingStatus(kWorkerServiceName, serving);
+  };
+  set_health(false);  // SERVING once registered
   if (advertise.empty()) advertise = ReplacePort(listen, port);
   network->set_my_address(advertise);
   std::cout << "shardmap-worker listening on " << advertise << std::endl;
+  if (metrics_endpoint) {
+    std::cout << "shardmap-worker metrics on " << metrics_endpoint->address()
+              << std::endl;
+  }
 
   CoordinatorLink::Options link_options;
   link_options.coordinator = coordinator;
@@ -127,15 +177,21 @@ int main(int argc, char** argv) {
     }
     return held;
   };
+  link_options.rank = *rank;
+  link_options.on_registered = set_health;
   auto link = CoordinatorLink::Create(link_options);
   if (!link.ok()) {
     std::cerr << "error: " << link.status().message() << "\n";
     return 64;
   }
   const int sig = WaitForTerminationSignal();
-  spdlog::info("signal {}: shutting down", sig);
+  // NOT_SERVING and no new jobs; the jobs in flight finish (still
+  // heartbeating, so the coordinator keeps counting on us) until the
+  // grace deadline, then are cancelled.
+  health->Shutdown();
+  DrainAfterSignal(sig, gate, ops.grace_seconds);
   link->reset();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   network.reset();
   return 0;
 }

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/peer_frame.h"
+#include "worker/worker_metrics.h"
 
 namespace shardmap {
 namespace {
@@ -80,6 +81,7 @@ absl::Status PeerLink::Send(const v1::PeerFrame& header,
     queued_bytes_ -= bytes;  // EnqueueLocked counts it again
     EnqueueLocked(std::move(frame), &start);
   }
+  worker_metrics::PeerBytesSent(peer_address_, payload.size());
   if (start) StartWrite(&in_flight_);
   return absl::OkStatus();
 }

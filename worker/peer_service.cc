@@ -2,6 +2,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "core/status_util.h"
+#include "worker/worker_metrics.h"
 
 namespace shardmap {
 namespace {
@@ -39,6 +40,7 @@ class InboundStream final : public grpc::ServerGenericBidiReactor {
         }
         inbox_->StreamOpened(from_);
       }
+      worker_metrics::PeerBytesReceived(from_, frame->payload.size());
     }
     // A frame of no job only introduces its sender.
     if (!frame->header.job_id().empty()) {

@@ -11,6 +11,7 @@
 #include "core/npy.h"
 #include "core/proto_convert.h"
 #include "core/status_util.h"
+#include "core/trace_context.h"
 #include "worker/block_fetch.h"
 #include "worker/communicator.h"
 
@@ -89,6 +90,12 @@ class Turn {
 grpc::Status WorkerService::RunShard(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::ShardResponse, v1::ShardRequest>* stream) {
+  std::unique_ptr<DrainGate::Pass> pass;
+  if (options_.gate != nullptr) {
+    auto entered = options_.gate->Enter(context);
+    if (!entered.ok()) return ToGrpcStatus(entered.status());
+    pass = *std::move(entered);
+  }
   std::vector<bool> send_outputs;
   v1::ShardJob header;
   absl::StatusOr<ShardCall> call =
@@ -96,6 +103,8 @@ grpc::Status WorkerService::RunShard(
   if (!call.ok()) return ToGrpcStatus(call.status());
   const std::string job_id = call->job_id;
   const int64_t device = call->device_id;
+  const Traceparent span = ServerSpan(*context);
+  ScopedLogContext log_context({job_id, span.trace_id, span.span_id});
   const absl::Time deadline = absl::FromChrono(context->deadline());
   auto cancelled = [context] { return context->IsCancelled(); };
   call->cancelled = cancelled;

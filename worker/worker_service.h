@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "core/drain_gate.h"
 #include "shardmap/v1/worker.grpc.pb.h"
 #include "worker/block_reader.h"
 #include "worker/grpc_peer_transport.h"
@@ -27,6 +28,8 @@ class WorkerService final : public v1::Worker::Service {
     uint64_t max_job_bytes = uint64_t{16} << 30;
     // Longest wait for one peer message when the job does not say.
     absl::Duration collective_timeout = absl::Seconds(30);
+    // The SIGTERM drain of RunShard calls; may be null. Not owned.
+    DrainGate* gate = nullptr;
   };
   // `network` may be null: jobs then run without collectives.
   WorkerService(const Options& options, const ShardExecutor* executor,

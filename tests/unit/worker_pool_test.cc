@@ -296,5 +296,85 @@ TEST_F(WorkerPoolTest, ConcurrentRegisterAndHeartbeat) {
   EXPECT_EQ(pool_.Functions().size(), static_cast<size_t>(kThreads));
 }
 
+// Ranks: device i runs on rank i, whatever the registration order; devices
+// no rank claims go to unranked workers in registration order.
+TEST_F(WorkerPoolTest, RanksDecideDeviceOrder) {
+  ASSERT_TRUE(pool_.Register("r2:1", 1, {}, 2).ok());
+  ASSERT_TRUE(pool_.Register("u:1", 1, {}).ok());
+  ASSERT_TRUE(pool_.Register("r0:1", 1, {}, 0).ok());
+  absl::StatusOr<std::vector<WorkerPool::Worker>> got = pool_.Acquire(3);
+  ASSERT_TRUE(got.ok()) << got.status();
+  std::vector<std::string> addresses;
+  for (const auto& w : *got) addresses.push_back(w.address);
+  EXPECT_EQ(addresses, (Ids{"r0:1", "u:1", "r2:1"}));
+  EXPECT_EQ((*got)[2].rank, 2);
+  EXPECT_FALSE((*got)[1].rank.has_value());
+  // A 2-device mesh needs ranks 0 and 1: the unranked worker takes 1.
+  got = pool_.Acquire(2);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[1].address, "u:1");
+}
+
+TEST_F(WorkerPoolTest, AcquireNamesMissingRanks) {
+  ASSERT_TRUE(pool_.Register("a:1", 1, {}, 0).ok());
+  ASSERT_TRUE(pool_.Register("b:1", 1, {}, 1).ok());
+  ASSERT_TRUE(pool_.Register("c:1", 1, {}, 3).ok());
+  EXPECT_TRUE(StatusIs(pool_.Acquire(4).status(),
+                       absl::StatusCode::kFailedPrecondition,
+                       {"only 3 workers are alive", "missing rank 2"}));
+  ASSERT_TRUE(pool_.Register("d:1", 1, {}, 7).ok());
+  EXPECT_TRUE(StatusIs(pool_.Acquire(4).status(),
+                       absl::StatusCode::kFailedPrecondition,
+                       {"4 workers are alive", "none has missing rank 2"}));
+}
+
+TEST_F(WorkerPoolTest, CheckCompleteCountsExpectedRanks) {
+  EXPECT_TRUE(pool_.CheckComplete(0).ok());
+  EXPECT_TRUE(StatusIs(pool_.CheckComplete(2), absl::StatusCode::kUnavailable,
+                       {"0/2 workers registered"}));
+  ASSERT_TRUE(pool_.Register("a:1", 1, {}, 0).ok());
+  ASSERT_TRUE(pool_.Register("b:1", 1, {}, 1).ok());
+  ASSERT_TRUE(pool_.Register("d:1", 1, {}, 3).ok());
+  absl::Status s = pool_.CheckComplete(4);
+  EXPECT_TRUE(StatusIs(s, absl::StatusCode::kUnavailable,
+                       {"3/4 workers registered, missing rank 2"}))
+      << s;
+  ASSERT_TRUE(pool_.Register("c:1", 1, {}, 2).ok());
+  EXPECT_TRUE(pool_.CheckComplete(4).ok());
+  // Rank 2 stops heartbeating: incomplete again.
+  clock_.Advance(absl::Milliseconds(900));
+  for (const auto& w : pool_.LiveWorkers()) {
+    if (w.rank != 2) ASSERT_TRUE(pool_.Heartbeat(w.id, 1).ok());
+  }
+  clock_.Advance(absl::Milliseconds(200));
+  EXPECT_TRUE(StatusIs(pool_.CheckComplete(4), absl::StatusCode::kUnavailable,
+                       {"3/4 workers registered, missing rank 2"}));
+}
+
+TEST_F(WorkerPoolTest, DuplicateRankIsRejectedNamingTheHolder) {
+  const std::string a = MustRegister("a:1", 1);
+  ASSERT_TRUE(pool_.Register("a:1", 1, {}, 1).ok());  // a restarts ranked
+  absl::StatusOr<std::string> dup = pool_.Register("b:1", 2, {}, 1);
+  EXPECT_TRUE(StatusIs(dup.status(), absl::StatusCode::kAlreadyExists,
+                       {"rank 1 is held by live worker w1 at a:1"}))
+      << dup.status();
+  EXPECT_EQ(pool_.LiveWorkers().size(), 1u);
+  EXPECT_TRUE(StatusIs(pool_.Register("c:1", 1, {}, -1).status(),
+                       absl::StatusCode::kInvalidArgument, {"rank", "-1"}));
+  // The holder restarting at its own address replaces itself.
+  absl::StatusOr<std::string> again = pool_.Register("a:1", 9, {}, 1);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(pool_.LiveWorkers().size(), 1u);
+  EXPECT_EQ(pool_.LiveWorkers()[0].incarnation, 9u);
+  // Once the holder is dead, a new worker (another address) takes the rank.
+  clock_.Advance(absl::Milliseconds(1001));
+  absl::StatusOr<std::string> next = pool_.Register("b:1", 3, {}, 1);
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_EQ(pool_.LiveWorkers().size(), 1u);
+  EXPECT_EQ(pool_.LiveWorkers()[0].address, "b:1");
+  EXPECT_EQ(pool_.LiveWorkers()[0].rank, 1);
+  (void)a;
+}
+
 }  // namespace
 }  // namespace shardmap

@@ -1,0 +1,21 @@
+// The keepalive settings every shardmap channel (MakeChannel) and server
+// (ConfigureServerBuilder) applies; see core/channel.h. Invariant (tested
+// in keepalive_test): servers accept pings at least as often as idle
+// clients send them, so an idle cluster never gets a too_many_pings
+// GOAWAY (RELIABILITY.md scenario 19).
+#ifndef SHARDMAP_CORE_KEEPALIVE_H_
+#define SHARDMAP_CORE_KEEPALIVE_H_
+
+namespace shardmap {
+
+struct KeepalivePolicy {
+  int client_ping_ms;           // an idle client pings this often
+  int client_ping_timeout_ms;   // and drops the connection without an ack
+  int server_min_ping_ms;       // the most often a server accepts pings
+  int server_max_ping_strikes;  // bad pings before GOAWAY; 0 = never
+};
+const KeepalivePolicy& Keepalive();
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_CORE_KEEPALIVE_H_

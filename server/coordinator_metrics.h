@@ -1,0 +1,45 @@
+// The coordinator's Prometheus metrics (served with --metrics):
+//   shardmap_jobs_total{function,code}   jobs finished, by gRPC status
+//   shardmap_job_duration_seconds        histogram of job wall time
+//   shardmap_workers_up                  live workers in the pool
+//
+// Thread-safe.
+#ifndef SHARDMAP_SERVER_COORDINATOR_METRICS_H_
+#define SHARDMAP_SERVER_COORDINATOR_METRICS_H_
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace shardmap {
+
+class CoordinatorMetrics {
+ public:
+  CoordinatorMetrics();
+
+  // One job ended with `code` after `elapsed`. `function` is empty for a
+  // stream that never named one.
+  void JobDone(const std::string& function, absl::StatusCode code,
+               absl::Duration elapsed);
+  void SetWorkersUp(int64_t live);
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& jobs_;
+  prometheus::Histogram& duration_;
+  prometheus::Gauge& workers_up_;
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_SERVER_COORDINATOR_METRICS_H_
