@@ -11,9 +11,10 @@
 namespace shardmap {
 
 // Clients ping every 30 s when idle; servers allow pings every 10 s, so an
-// idle cluster never gets a too_many_pings GOAWAY.
+// idle cluster never gets a too_many_pings GOAWAY. Servers ping every 10 s
+// and give 5 s for the answer.
 const KeepalivePolicy& Keepalive() {
-  static constexpr KeepalivePolicy kPolicy{30000, 10000, 10000, 0};
+  static constexpr KeepalivePolicy kPolicy{30000, 10000, 10000, 0, 10000, 5000};
   return kPolicy;
 }
 
@@ -45,6 +46,12 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES,
                              Keepalive().server_max_ping_strikes);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             Keepalive().server_ping_ms);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+                             Keepalive().server_ping_timeout_ms);
+  // Keep pinging a call that sends nothing for long (a long compute).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
 }
 

@@ -13,6 +13,12 @@ struct KeepalivePolicy {
   int client_ping_timeout_ms;   // and drops the connection without an ack
   int server_min_ping_ms;       // the most often a server accepts pings
   int server_max_ping_strikes;  // bad pings before GOAWAY; 0 = never
+  // Servers ping their clients too, so a call whose client vanished
+  // without a RST (a cut link, a frozen host) is cancelled within
+  // server_ping_ms + server_ping_timeout_ms: a worker stops a job whose
+  // coordinator it can no longer reach (RELIABILITY.md scenario 3).
+  int server_ping_ms;
+  int server_ping_timeout_ms;
 };
 const KeepalivePolicy& Keepalive();
 

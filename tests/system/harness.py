@@ -34,9 +34,15 @@ def stop(proc, timeout=10):
 def live_workers(address, prefix=()):
     """How many workers the coordinator counts live, or -1 if unreachable.
     `prefix` runs shardctl through another command (ip netns exec NS)."""
+    s = status(address, prefix)
+    return len(s["workers"]) if s is not None else -1
+
+
+def status(address, prefix=()):
+    """`shardctl status --json`, parsed; None if unreachable."""
     p = subprocess.run([*prefix, SHARDCTL, "status", "--coordinator", address,
                         "--json"], capture_output=True, text=True, timeout=30)
-    return len(json.loads(p.stdout)["workers"]) if p.returncode == 0 else -1
+    return json.loads(p.stdout) if p.returncode == 0 else None
 
 
 def wait_for_workers(address, n, timeout=20, prefix=()):
@@ -140,6 +146,13 @@ class ProcessCluster:
         for w in list(self.workers):
             w.proc.send_signal(signal.SIGCONT)  # a stopped one must die too
             self.kill_worker(w)
+
+    def worker_of_device(self, d):
+        """The worker that runs device d of the next job: the pool places
+        devices on live workers in registration order."""
+        address = status(self.address, self.prefix("client"))["workers"][d][
+            "address"]
+        return next(w for w in self.workers if w.address == address)
 
     def live(self):
         return live_workers(self.address, self.prefix("client"))

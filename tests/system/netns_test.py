@@ -257,6 +257,36 @@ class NetnsTest(unittest.TestCase):
         print(f"\n  8 MiB psum over the lossy network: {seconds:.1f} s",
               file=sys.stderr)
 
+    def start_spin(self, c, kwargs):
+        """A spin job over the 2x2 mesh in the background, killed at the
+        end of the test."""
+        arg = os.path.join(self.tmp.name, "spin.npy")
+        np.save(arg, np.ones((8, 2)))
+        job = subprocess.Popen(
+            [*self.lab.prefix(0), SHARDCTL, "run", *c.client_args,
+             "--coordinator", c.address, "--mesh", MESH, "--fn", "spin",
+             "--arg", arg, "--in-spec", "P(('x', 'y'))", "--out-spec", "P()",
+             "--kwargs", json.dumps({"axes": ["x", "y"], **kwargs}),
+             "--timeout", "120"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(job.wait)
+        self.addCleanup(job.kill)
+        return job
+
+    def unplug(self, host):
+        self.lab.cut(host)
+        self.addCleanup(self.lab.cut, host, True)
+
+    def assert_serves_at_once(self, c):
+        """Every worker left the failed job: the next one has its turn
+        at once."""
+        code, got, err, seconds = self.run_job(
+            c, "spin", np.ones((8, 2)), {"axes": ["x", "y"], "seconds": 0},
+            out_spec="P()")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(got, 4 * np.ones((2, 2)))
+        self.assertLess(seconds, 10)
+
     def test_link_cut_mid_job_fails_within_the_bound(self):
         # RELIABILITY.md scenario 3. Every device spins for a second, then
         # psums; worker 3's cable is pulled while it spins, so its peers
@@ -265,20 +295,9 @@ class NetnsTest(unittest.TestCase):
                          worker_args=["--test-functions"])
         self.check_collectives(c, rows=4)  # warm: every peer link is up
         victim = self.lab.address(4)
-        arg = os.path.join(self.tmp.name, "cut.npy")
-        np.save(arg, np.ones((8, 2)))
-        job = subprocess.Popen(
-            [*self.lab.prefix(0), SHARDCTL, "run", *c.client_args,
-             "--coordinator", c.address, "--mesh", MESH, "--fn", "spin",
-             "--arg", arg, "--in-spec", "P(('x', 'y'))", "--out-spec", "P()",
-             "--kwargs", '{"axes": ["x", "y"], "seconds": 1}',
-             "--timeout", "60"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.addCleanup(job.wait)
-        self.addCleanup(job.kill)
+        job = self.start_spin(c, {"seconds": 1})
         time.sleep(0.5)
-        self.lab.cut(4)
-        self.addCleanup(self.lab.cut, 4, True)
+        self.unplug(4)
         t0 = time.monotonic()
         _, err = job.communicate(timeout=60)
         seconds = time.monotonic() - t0
@@ -287,19 +306,39 @@ class NetnsTest(unittest.TestCase):
         self.assertEqual(job.returncode, 69, err)
         self.assertIn("error: UNAVAILABLE:", err)
         self.assertIn(victim, err)
-        self.assertLess(seconds, 6)  # heartbeat timeout 1 s, not the 60 s
+        self.assertLess(seconds, 6)  # heartbeat timeout 1 s, not the 120 s
         # The cut worker gave up on its psum by the collective timeout;
         # back on the network it registers again and serves.
         time.sleep(3)
         self.lab.cut(4, up=True)
         c.wait_for_workers(4)
-        code, got, err, seconds = self.run_job(
-            c, "spin", np.ones((8, 2)), {"axes": ["x", "y"], "seconds": 0},
-            out_spec="P()")
-        self.assertEqual(code, 0, err)
-        np.testing.assert_array_equal(got, 4 * np.ones((2, 2)))
-        self.assertLess(seconds, 10)
+        self.assert_serves_at_once(c)
         self.check_collectives(c, rows=4)
+
+    def test_coordinator_cut_off_mid_job_workers_abort(self):
+        # Scenario 3 from the workers' side, and 4 without a RST: the
+        # coordinator's host is unplugged while device 3 computes and the
+        # others wait in the psum. Nothing tells the workers; their servers'
+        # keepalive pings (10 s, 5 s to answer) find the dead connection and
+        # cancel the job's streams, which stops the compute.
+        c = self.cluster(coordinator_args=["--collective-timeout", "120"],
+                         worker_args=["--test-functions"])
+        spinner = c.worker_of_device(3).proc.pid
+        job = self.start_spin(c, {"seconds": 120, "device": 3})
+        harness.wait_until_busy([spinner])
+        self.unplug(0)
+        t0 = time.monotonic()
+        # The coordinator hears no heartbeat and fails the job.
+        _, err = job.communicate(timeout=60)
+        self.assertEqual(job.returncode, 69, err)
+        self.assertIn("error: UNAVAILABLE:", err)
+        self.assertLess(time.monotonic() - t0, 6, err)
+        idle = harness.wait_until_idle([spinner], timeout=22, window=1.0)
+        print(f"\n  coordinator cut off: device 3 idle after {idle:.1f} s",
+              file=sys.stderr)
+        self.lab.cut(0, up=True)
+        c.wait_for_workers(4)
+        self.assert_serves_at_once(c)
 
 
 if __name__ == "__main__":

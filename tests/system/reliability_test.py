@@ -204,7 +204,8 @@ class Scenario(Base):
         c = self.cluster(2, heartbeat_timeout=10)
         block = 8 << 20  # float32 elements: 32 MiB a device
         x = np.arange(2 * block, dtype=np.float32)
-        sender, receiver = c.workers[0].proc.pid, c.workers[1].proc.pid
+        sender = c.worker_of_device(0).proc.pid
+        receiver = c.worker_of_device(1).proc.pid
         for fn, kwargs, want in (
                 ("ppermute", {"axes": "x", "perm": [[0, 1]]},
                  np.r_[np.zeros(block, np.float32), x[:block]]),
