@@ -119,9 +119,10 @@ def netns_unavailable():
     return None
 
 
-def needs_insecure(binary):
-    """Servers and clients that refuse plaintext off loopback unless told."""
-    p = subprocess.run([binary, "--help"], capture_output=True, text=True,
+def needs_insecure(*command):
+    """Servers and clients that refuse plaintext off loopback unless told
+    (--insecure in their help)."""
+    p = subprocess.run([*command, "--help"], capture_output=True, text=True,
                        timeout=30)
     return ["--insecure"] if "--insecure" in p.stdout + p.stderr else []
 
@@ -140,7 +141,7 @@ class NetnsCluster(harness.ProcessCluster):
                 f"{harness.BIN}/shardmap-coordinator"),
                 *kw.pop("coordinator_args", [])],
             worker_args=[*insecure, *kw.pop("worker_args", [])], **kw)
-        self.client_args = needs_insecure(SHARDCTL)
+        self.client_args = needs_insecure(SHARDCTL, "run")
         for i in range(workers):
             self.add_worker(listen=f"{lab.address(i + 1)}:0", who=i)
         self.wait_for_workers(workers)
