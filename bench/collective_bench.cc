@@ -1,7 +1,10 @@
 // collective_bench: times one shardmap collective (psum, all_gather or
 // ppermute) between N workers, measured inside the workers: each rank
-// calls the Communicator exactly as a native function would, over real
-// gRPC peer streams on 127.0.0.1.
+// calls the Communicator exactly as a native function would, over the
+// worker's own peer transport: shared-memory rings between the workers
+// (they share this host), as shardmap-worker does by default
+// (impl=shardmap-shm), or with --no-shm real gRPC peer streams on
+// 127.0.0.1 (impl=shardmap).
 //
 // --mode procs (default): N forked processes, each with its own
 //   PeerNetwork, Peer service and gRPC server on 127.0.0.1:0; they learn
@@ -60,6 +63,8 @@
 #include "worker/communicator.h"
 #include "worker/grpc_peer_transport.h"
 #include "worker/peer_service.h"
+#include "worker/routed_peer_transport.h"
+#include "worker/shm_network.h"
 
 namespace shardmap {
 namespace {
@@ -75,6 +80,7 @@ struct Config {
   std::vector<int64_t> sizes;
   double scale = 1.0;  // iteration count factor (--quick uses < 1)
   int timeout_s = 600;
+  bool no_shm = false;  // gRPC between the workers, not shared memory
 };
 
 // What each rank sends and how many bytes its output holds.
@@ -165,24 +171,33 @@ class Rank {
   nlohmann::json perm_ = nlohmann::json::array();
 };
 
-// A worker's peer side: the network, the Peer service and its server.
+// A worker's peer side: the networks, their services and the server.
 struct Node {
   std::unique_ptr<PeerNetwork> network;
+  std::unique_ptr<ShmNetwork> shm;
   std::unique_ptr<PeerService> service;
+  std::unique_ptr<ShmPeerService> shm_service;
   std::unique_ptr<grpc::Server> server;
   std::string address;
 };
 
-Node StartNode(int index) {
+Node StartNode(const Config& c, int index) {
   Node n;
-  n.network = std::make_unique<PeerNetwork>(
-      PeerNetwork::Options{"", static_cast<uint64_t>(getpid()) * 1000 + index});
+  const uint64_t incarnation = static_cast<uint64_t>(getpid()) * 1000 + index;
+  n.network =
+      std::make_unique<PeerNetwork>(PeerNetwork::Options{"", incarnation});
+  ShmNetwork::Options shm;
+  shm.enabled = !c.no_shm;
+  shm.incarnation = incarnation;
+  n.shm = std::make_unique<ShmNetwork>(shm);
   n.service = std::make_unique<PeerService>(n.network->inbox());
+  n.shm_service = std::make_unique<ShmPeerService>(n.shm.get());
   grpc::ServerBuilder b;
   int port = 0;
   b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
   ConfigureServerBuilder(b);
   b.RegisterCallbackGenericService(n.service.get());
+  b.RegisterService(n.shm_service.get());
   n.server = b.BuildAndStart();
   if (!n.server || port == 0) {
     std::fprintf(stderr, "worker %d: cannot listen on 127.0.0.1:0\n", index);
@@ -190,6 +205,7 @@ Node StartNode(int index) {
   }
   n.address = "127.0.0.1:" + std::to_string(port);
   n.network->set_my_address(n.address);
+  n.shm->set_my_address(n.address);
   return n;
 }
 
@@ -244,12 +260,12 @@ void PrintResults(const Config& c, const Layout& L, const double* seconds,
       rss.push_back(hwm_kb[s * c.workers]);
     }
     std::printf(
-        "RESULT impl=shardmap op=%s n=%d bytes=%lld iters=%d median_us=%.2f "
+        "RESULT impl=%s op=%s n=%d bytes=%lld iters=%d median_us=%.2f "
         "min_us=%.2f max_us=%.2f p90_us=%.2f algo=%s mode=%s rss_kb=%s\n",
-        c.op.c_str(), c.workers, static_cast<long long>(c.sizes[s]), iters,
-        median, slowest.front(), slowest.back(), p90,
-        AlgorithmName(c, c.sizes[s]).c_str(), c.mode.c_str(),
-        absl::StrJoin(rss, ",").c_str());
+        c.no_shm ? "shardmap" : "shardmap-shm", c.op.c_str(), c.workers,
+        static_cast<long long>(c.sizes[s]), iters, median, slowest.front(),
+        slowest.back(), p90, AlgorithmName(c, c.sizes[s]).c_str(),
+        c.mode.c_str(), absl::StrJoin(rss, ",").c_str());
   }
   std::fflush(stdout);
 }
@@ -304,7 +320,7 @@ int RunProcesses(const Config& c) {
     // The worker. gRPC is first initialised here, after the fork.
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(1);
-    Node node = StartNode(r);
+    Node node = StartNode(c, r);
     {
       const std::string tmp = absl::StrCat(dir, "/addr.", r, ".tmp");
       std::ofstream(tmp) << node.address;
@@ -327,8 +343,8 @@ int RunProcesses(const Config& c) {
     for (size_t s = 0; s < c.sizes.size(); ++s) {
       int warmup, iters;
       Iterations(c.sizes[s], c.scale, &warmup, &iters);
-      GrpcPeerTransport transport(node.network.get(),
-                                  TransportOptions(r, s, addresses));
+      RoutedPeerTransport transport(node.network.get(), node.shm.get(),
+                                    TransportOptions(r, s, addresses));
       Rank rank(c, r, c.sizes[s], &mesh, &transport);
       ResetHwm();
       for (int it = 0; it < warmup + iters; ++it) {
@@ -413,7 +429,7 @@ int RunThreads(const Config& c) {
   std::vector<Node> nodes;
   std::vector<std::string> addresses;
   for (int i = 0; i < c.workers; ++i) {
-    nodes.push_back(StartNode(i));
+    nodes.push_back(StartNode(c, i));
     addresses.push_back(nodes.back().address);
   }
   int max_total = 0;
@@ -442,8 +458,9 @@ int RunThreads(const Config& c) {
     std::vector<std::thread> threads;
     for (int r = 0; r < c.workers; ++r) {
       threads.emplace_back([&, r] {
-        GrpcPeerTransport transport(nodes[r].network.get(),
-                                    TransportOptions(r, s, addresses));
+        RoutedPeerTransport transport(nodes[r].network.get(),
+                                      nodes[r].shm.get(),
+                                      TransportOptions(r, s, addresses));
         Rank rank(c, r, c.sizes[s], &mesh, &transport);
         for (int it = 0; it < warmup + iters; ++it) {
           pthread_barrier_wait(&barrier);
@@ -482,8 +499,7 @@ int main(int argc, char** argv) {
   shardmap::TuneProcess();
   shardmap::Config c;
   std::string sizes = "4,4096,262144,4194304,67108864";
-  CLI::App app{
-      "collective_bench: a shardmap collective between N workers over gRPC"};
+  CLI::App app{"collective_bench: a shardmap collective between N workers"};
   app.add_option("--op", c.op, "psum | all_gather | ppermute")
       ->check(CLI::IsMember({"psum", "all_gather", "ppermute"}))
       ->capture_default_str();
@@ -502,6 +518,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--timeout", c.timeout_s, "seconds before giving up")
       ->capture_default_str();
+  app.add_flag("--no-shm", c.no_shm,
+               "gRPC between the workers instead of shared memory");
   CLI11_PARSE(app, argc, argv);
   for (absl::string_view s : absl::StrSplit(sizes, ',', absl::SkipEmpty())) {
     const int64_t v = std::atoll(std::string(s).c_str());

@@ -152,13 +152,13 @@ def collectives(t, out):
         key=lambda k: (list(REF_OP).index(k[0]), k[1], k[2]),
     )
     for op, n, b in cases:
-        rows = [("shardmap", op)]
+        rows = [("shardmap", op), ("shardmap-shm", op)]
         for impl in ("mpi-tcp", "mpi-shm"):
             rows.append((impl, REF_OP[op]))
         if op == "psum":
             rows.append(("gloo-ring", "allreduce"))
-        mine = field(t.get("shardmap", op, n, b), "median_us")
         for impl, rop in rows:
+            mine = field(t.get(impl, op, n, b), "median_us")
             reps = t.get(impl, rop, n, b)
             times = field(reps, "median_us")
             m = med(times)
@@ -166,17 +166,19 @@ def collectives(t, out):
             algbw = b / (m * 1e-6) / 1e9 if m else None
             busbw = algbw * busbw_factor(op, n) if algbw is not None else None
             cells = ["", "", "", ""]
-            if impl == "shardmap":
+            if impl.startswith("shardmap"):
+                if not times:
+                    continue  # e.g. an older run without shared memory
                 for i, ref in enumerate(("mpi-tcp", "mpi-shm", "gloo-ring")):
                     rt = field(t.get(ref, REF_OP[op], n, b), "median_us")
                     if ref == "gloo-ring" and op != "psum":
                         continue
                     cells[i] = ratio_text(ratios(mine, rt))
-                if n == 2 and b >= 4 * MiB and duplex_bw:
+                if impl == "shardmap" and n == 2 and b >= 4 * MiB and duplex_bw:
                     mine_bw = {k: b * busbw_factor(op, n) / (v * 1e-6)
                                for k, v in mine.items()}
                     cells[3] = ratio_text(ratios(duplex_bw, mine_bw))
-            name = f"**{impl}**" if impl == "shardmap" else impl
+            name = f"**{impl}**" if impl.startswith("shardmap") else impl
             out.append(
                 f"| {op} | {n} | {size_text(b)} | {name} | "
                 f"{ALGO_NAMES.get(algo, algo.replace('_', ' '))} | {num(m)} | "
@@ -184,7 +186,10 @@ def collectives(t, out):
                 + " | ".join(cells) + " |"
             )
     out.append(
-        "\nbusbw: psum/allreduce algbw·2(N−1)/N; all_gather algbw·(N−1)/N with "
+        "\nshardmap: the workers' collectives over gRPC peer streams "
+        "(--no-shm); shardmap-shm: over shared-memory rings, the default "
+        "between workers on one host (compare with MPI shm).\n"
+        "busbw: psum/allreduce algbw·2(N−1)/N; all_gather algbw·(N−1)/N with "
         "size = the gathered total; ppermute (cyclic shift) = algbw (each rank "
         "sends its whole array over one link). \"vs raw gRPC duplex\" (N=2, "
         "large sizes): shardmap's busbw over one bare gRPC stream's "
@@ -279,7 +284,7 @@ def memory(t, out):
         out.append(f"| each worker (max of {big[2]}) | {size_text(big[3])} identity job | "
                    f"{num(med(w))} ({span(w)}) | {size_text(big[3] // big[2])} block | — |")
     for (impl, op, n, b) in sorted(t.keys()):
-        if impl != "shardmap" or op != "psum" or b != 64 * MiB:
+        if not impl.startswith("shardmap") or op != "psum" or b != 64 * MiB:
             continue
         reps = t.get(impl, op, n, b)
         mode = next(iter(reps.values()), {}).get("mode", "procs")
@@ -302,18 +307,19 @@ def memory(t, out):
         pick = worst if mode == "procs" else total
         mine = worst(reps)
         refs = []
-        for ref in ("mpi-tcp", "gloo-ring"):
+        for ref in ("mpi-tcp", "mpi-shm", "gloo-ring"):
             rr = pick(t.get(ref, "allreduce", n, b))
             if rr:
                 refs.append(f"{ref} {num(med(rr))} MiB"
                             f"{'' if mode == 'procs' else f' ({n} ranks)'}: "
                             f"{ratio_text(ratios(rr, mine))}")
         if mode == "procs":
-            who = f"each worker process, N={n}"
+            who = f"each worker process ({impl}), N={n}"
             value = (f"max over workers {num(med(mine))} ({span(mine)}); "
                      f"all workers, all reps {each(reps)}")
         else:
-            who = f"the one process holding all {n} workers (threads), N={n}"
+            who = (f"the one process holding all {n} workers (threads, "
+                   f"{impl}), N={n}")
             value = f"{num(med(mine))} ({span(mine)})"
         out.append(f"| {who} | psum 64 MiB | {value} | "
                    f"64 MiB in + 64 MiB out per worker | "

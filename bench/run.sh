@@ -64,6 +64,10 @@ else
   JOB_ARGS=(--tiny-iters 500 --seconds 3 --big-iters 2)
 fi
 WORKER_COUNTS=(2 4 8)
+# shardmap's collectives over both of its transports between co-located
+# workers: gRPC (--no-shm, impl=shardmap) and shared memory (the default,
+# impl=shardmap-shm).
+declare -A SHM_FLAG=([grpc]=--no-shm [shm]=)
 GATHER_N=4
 PERMUTE_NS=(2 4)
 PERMUTE_SIZE=$((64 * MiB))
@@ -219,9 +223,11 @@ for ((rep = 1; rep <= REPEATS; rep++)); do
   for n in "${WORKER_COUNTS[@]}"; do
     sizes=${PSUM_SIZES[$n]}
     say "rep $rep/$REPEATS: psum / allreduce, N=$n"
-    step "$rep" "psum_n$n" "$STEP_TIMEOUT" "$BIN/collective_bench" --op psum \
-      --workers "$n" --sizes "$sizes" --scale "$SCALE" --mode "$MODE" \
-      --timeout $((STEP_TIMEOUT - 10))
+    for t in grpc shm; do
+      step "$rep" "psum_${t}_n$n" "$STEP_TIMEOUT" "$BIN/collective_bench" --op psum \
+        --workers "$n" --sizes "$sizes" --scale "$SCALE" --mode "$MODE" \
+        --timeout $((STEP_TIMEOUT - 10)) ${SHM_FLAG[$t]}
+    done
     if ((HAVE_MPI)); then
       step "$rep" "mpi-tcp_allreduce_n$n" "$STEP_TIMEOUT" bash -c 'mpi "$@"' _ mpi-tcp "$n" allreduce "$sizes"
       step "$rep" "mpi-shm_allreduce_n$n" "$STEP_TIMEOUT" bash -c 'mpi "$@"' _ mpi-shm "$n" allreduce "$sizes"
@@ -231,18 +237,22 @@ for ((rep = 1; rep <= REPEATS; rep++)); do
     fi
   done
   say "rep $rep/$REPEATS: all_gather, N=$GATHER_N"
-  step "$rep" "all_gather_n$GATHER_N" "$STEP_TIMEOUT" "$BIN/collective_bench" --op all_gather \
-    --workers "$GATHER_N" --sizes "$GATHER_SIZES" --scale "$SCALE" --mode "$MODE" \
-    --timeout $((STEP_TIMEOUT - 10))
+  for t in grpc shm; do
+    step "$rep" "all_gather_${t}_n$GATHER_N" "$STEP_TIMEOUT" "$BIN/collective_bench" --op all_gather \
+      --workers "$GATHER_N" --sizes "$GATHER_SIZES" --scale "$SCALE" --mode "$MODE" \
+      --timeout $((STEP_TIMEOUT - 10)) ${SHM_FLAG[$t]}
+  done
   if ((HAVE_MPI)); then
     step "$rep" "mpi-tcp_allgather_n$GATHER_N" "$STEP_TIMEOUT" bash -c 'mpi "$@"' _ mpi-tcp "$GATHER_N" allgather "$GATHER_SIZES"
     step "$rep" "mpi-shm_allgather_n$GATHER_N" "$STEP_TIMEOUT" bash -c 'mpi "$@"' _ mpi-shm "$GATHER_N" allgather "$GATHER_SIZES"
   fi
   for n in "${PERMUTE_NS[@]}"; do
     say "rep $rep/$REPEATS: ppermute (cyclic shift), N=$n"
-    step "$rep" "ppermute_n$n" "$STEP_TIMEOUT" "$BIN/collective_bench" --op ppermute \
-      --workers "$n" --sizes "$PERMUTE_SIZE" --scale "$SCALE" --mode "$MODE" \
-      --timeout $((STEP_TIMEOUT - 10))
+    for t in grpc shm; do
+      step "$rep" "ppermute_${t}_n$n" "$STEP_TIMEOUT" "$BIN/collective_bench" --op ppermute \
+        --workers "$n" --sizes "$PERMUTE_SIZE" --scale "$SCALE" --mode "$MODE" \
+        --timeout $((STEP_TIMEOUT - 10)) ${SHM_FLAG[$t]}
+    done
     if ((HAVE_MPI)); then
       step "$rep" "mpi-tcp_sendrecv_n$n" "$STEP_TIMEOUT" bash -c 'mpi "$@"' _ mpi-tcp "$n" sendrecv "$PERMUTE_SIZE"
       step "$rep" "mpi-shm_sendrecv_n$n" "$STEP_TIMEOUT" bash -c 'mpi "$@"' _ mpi-shm "$n" sendrecv "$PERMUTE_SIZE"

@@ -1,5 +1,6 @@
 #include "worker/in_memory_peer_transport.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
@@ -10,6 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "core/status_util.h"
+#include "worker/shm_peer_transport.h"
+#include "worker/shm_receiver.h"
+#include "worker/shm_sender.h"
 
 namespace shardmap {
 
@@ -41,14 +46,70 @@ struct InMemoryHub::Mailbox {
   absl::Status aborted ABSL_GUARDED_BY(mu);  // OK until the hub aborts
 };
 
+// Both ends of the channel from one device to another.
+struct InMemoryHub::ShmPair {
+  std::shared_ptr<ShmSender> sender;
+  std::shared_ptr<ShmReceiver> receiver;
+  absl::Status error;  // why the channel could not be made
+};
+
+bool InMemoryHub::UsesSharedMemory() {
+  const char* mode = std::getenv("SHARDMAP_TEST_PEER_TRANSPORT");
+  return mode != nullptr && std::string(mode) == "shm";
+}
+
 InMemoryHub::InMemoryHub(int64_t num_devices, absl::Duration recv_timeout)
-    : num_devices_(num_devices), recv_timeout_(recv_timeout) {
+    : num_devices_(num_devices),
+      recv_timeout_(recv_timeout),
+      shm_(UsesSharedMemory()) {
   for (int64_t d = 0; d < num_devices_; ++d) {
     mailboxes_.push_back(std::make_unique<Mailbox>());
+  }
+  if (!shm_) return;
+  pairs_.resize(static_cast<size_t>(num_devices_ * num_devices_));
+  for (int64_t d = 0; d < num_devices_; ++d) {
+    ShmPeerTransport::Options o;
+    o.job_id = "test-job";
+    o.device = d;
+    o.num_devices = num_devices_;
+    o.collective_timeout = recv_timeout_;
+    o.aborted = [this] { return AbortStatus(); };
+    o.sender = [this, d](int64_t to) { return PairOf(d, to).sender; };
+    o.receiver = [this, d](int64_t from) { return PairOf(from, d).receiver; };
+    shm_endpoints_.push_back(std::make_unique<ShmPeerTransport>(std::move(o)));
   }
 }
 
 InMemoryHub::~InMemoryHub() = default;
+
+InMemoryHub::ShmPair& InMemoryHub::PairOf(int64_t from, int64_t to) {
+  absl::MutexLock lock(&shm_mu_);
+  std::unique_ptr<ShmPair>& pair = pairs_[from * num_devices_ + to];
+  if (pair == nullptr) {
+    pair = std::make_unique<ShmPair>();
+    auto writer = ShmRing::Create(kShmTestRingBytes);
+    absl::StatusOr<std::unique_ptr<ShmRing>> reader =
+        writer.ok() ? ShmRing::Attach((*writer)->name(), (*writer)->nonce(),
+                                      kShmTestRingBytes)
+                    : writer.status();
+    if (writer.ok()) (*writer)->Unlink();
+    if (!reader.ok()) {
+      pair->error = reader.status();
+    } else {
+      pair->sender = std::make_shared<ShmSender>(
+          *std::move(writer),
+          ShmSender::Options{absl::StrCat("device ", to, "'s thread")});
+      pair->receiver = std::make_shared<ShmReceiver>(
+          *std::move(reader), absl::StrCat("device ", from, "'s thread"));
+    }
+  }
+  return *pair;
+}
+
+absl::Status InMemoryHub::AbortStatus() const {
+  absl::MutexLock lock(&shm_mu_);
+  return abort_status_;
+}
 
 std::unique_ptr<InMemoryPeerTransport> InMemoryHub::Endpoint(int64_t device) {
   return std::make_unique<InMemoryPeerTransport>(this, device);
@@ -59,6 +120,10 @@ void InMemoryHub::Abort(const absl::Status& status) {
       status.ok() ? absl::AbortedError("the job was aborted") : status;
   // One abort at a time, so that every mailbox keeps the same first reason.
   absl::MutexLock abort_lock(&abort_mu_);
+  {
+    absl::MutexLock lock(&shm_mu_);
+    if (abort_status_.ok()) abort_status_ = reason;
+  }
   for (const std::unique_ptr<Mailbox>& box : mailboxes_) {
     absl::MutexLock lock(&box->mu);
     if (box->aborted.ok()) box->aborted = reason;
@@ -71,6 +136,17 @@ size_t InMemoryHub::PendingMessages() const {
   for (const std::unique_ptr<Mailbox>& box : mailboxes_) {
     absl::MutexLock lock(&box->mu);
     pending += box->letters.size();
+  }
+  std::vector<ShmPair> pairs;  // counted outside shm_mu_
+  {
+    absl::MutexLock lock(&shm_mu_);
+    for (const std::unique_ptr<ShmPair>& pair : pairs_) {
+      if (pair != nullptr && pair->sender != nullptr) pairs.push_back(*pair);
+    }
+  }
+  for (const ShmPair& pair : pairs) {
+    pending +=
+        pair.receiver->Pending() + (pair.sender->SpilledBytes() > 0 ? 1 : 0);
   }
   return pending;
 }
@@ -86,6 +162,12 @@ absl::Status InMemoryHub::Send(int64_t from, int64_t to,
   if (message.fingerprint == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         "PeerMessage.fingerprint is not set on the ", Describe(from, message)));
+  }
+  if (shm_) {
+    SHARD_RETURN_IF_ERROR(AbortStatus());
+    ShmPair& pair = PairOf(from, to);
+    if (!pair.error.ok()) return pair.error;
+    return shm_endpoints_[from]->SendVia(*pair.sender, to, message, data);
   }
   // Copy outside the lock: the receiver may be busy with other messages.
   Letter letter{std::vector<uint8_t>(data.begin(), data.end()),
@@ -116,6 +198,13 @@ absl::Status InMemoryHub::Recv(int64_t to, int64_t from,
     return absl::InvalidArgumentError(
         absl::StrCat("PeerMessage.fingerprint is not set for the ",
                      Describe(from, message), " to device ", to));
+  }
+  if (shm_) {
+    SHARD_RETURN_IF_ERROR(AbortStatus());
+    ShmPair& pair = PairOf(from, to);
+    if (!pair.error.ok()) return pair.error;
+    return shm_endpoints_[to]->TakeVia(*pair.receiver, from, message, out,
+                                       nullptr);
   }
   const Fingerprint& expected = *message.fingerprint;
   const absl::Time deadline = absl::Now() + recv_timeout_;

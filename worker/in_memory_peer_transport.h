@@ -14,6 +14,14 @@
 // size. hub.Abort(status) fails every pending and future Send and Recv with
 // that status, the way a job abort releases collectives blocked on peers.
 //
+// With the environment variable SHARDMAP_TEST_PEER_TRANSPORT=shm the hub
+// carries the same messages over shared-memory channels instead (one
+// ShmRing of kShmTestRingBytes per ordered pair of devices, made on first
+// use, through ShmSender and ShmReceiver): the collective tests then run
+// unchanged over the transport co-located workers use. Sends then stream
+// through the ring (spilling when the receiver is not reading), and
+// duplicates are not detected.
+//
 // Thread-safe: the hub and every endpoint may be used from any number of
 // threads at once. The hub must outlive its endpoints. Endpoint(device)
 // requires device in [0, num_devices); Send and Recv of an endpoint outside
@@ -34,6 +42,9 @@
 namespace shardmap {
 
 class InMemoryPeerTransport;
+class ShmPeerTransport;
+class ShmReceiver;
+class ShmSender;
 
 class InMemoryHub {
  public:
@@ -41,6 +52,10 @@ class InMemoryHub {
   // that waits longer than `recv_timeout` fails with DEADLINE_EXCEEDED.
   explicit InMemoryHub(int64_t num_devices,
                        absl::Duration recv_timeout = absl::Seconds(10));
+  // Small, so that test messages wrap around the ring many times.
+  static constexpr size_t kShmTestRingBytes = 64 << 10;
+  // Whether this process's hubs use shared memory (see above).
+  static bool UsesSharedMemory();
   ~InMemoryHub();
   InMemoryHub(const InMemoryHub&) = delete;
   InMemoryHub& operator=(const InMemoryHub&) = delete;
@@ -63,6 +78,7 @@ class InMemoryHub {
  private:
   friend class InMemoryPeerTransport;
   struct Mailbox;
+  struct ShmPair;
 
   absl::Status Send(int64_t from, int64_t to, const PeerMessage& message,
                     absl::Span<const uint8_t> data);
@@ -73,6 +89,16 @@ class InMemoryHub {
   const absl::Duration recv_timeout_;
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;  // by receiving device
   absl::Mutex abort_mu_;  // serializes Abort; each Mailbox has its own mutex
+
+  // The shared-memory mode: channels by [from * num_devices + to], made on
+  // first use, and each device's transport over them.
+  ShmPair& PairOf(int64_t from, int64_t to);
+  absl::Status AbortStatus() const;
+  const bool shm_;
+  mutable absl::Mutex shm_mu_;
+  std::vector<std::unique_ptr<ShmPair>> pairs_ ABSL_GUARDED_BY(shm_mu_);
+  std::vector<std::unique_ptr<ShmPeerTransport>> shm_endpoints_;
+  absl::Status abort_status_ ABSL_GUARDED_BY(shm_mu_);
 };
 
 // One device's view of an InMemoryHub. Errors as PeerTransport documents,

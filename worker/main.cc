@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <random>
 
@@ -26,6 +27,7 @@
 #include "worker/resident_store.h"
 #include "worker/shard_executor.h"
 #include "worker/worker_metrics.h"
+#include "worker/shm_network.h"
 #include "worker/worker_service.h"
 
 namespace {
@@ -76,6 +78,10 @@ int main(int argc, char** argv) {
   app.add_flag("--rank-from-hostname", rank_from_hostname,
                "take the rank from the trailing -<n> of the host name "
                "(StatefulSet ordinals, Indexed Job pods)");
+  bool no_shm = false;
+  app.add_flag("--no-shm", no_shm,
+               "exchange collective data with workers on this host over gRPC "
+               "too, not shared memory (also env SHARDMAP_NO_SHM=1)");
   CLI11_PARSE(app, argc, argv);
   BlockTerminationSignals();
   auto rank = ResolveRank(SystemRankSources(rank_flag, rank_from_hostname));
@@ -111,10 +117,20 @@ int main(int argc, char** argv) {
   // this worker only after registration, which happens after the bind.
   network = std::make_unique<PeerNetwork>(network_options);
   PeerService peer_service(network->inbox());
+  if (const char* env = std::getenv("SHARDMAP_NO_SHM");
+      env != nullptr && std::string(env) == "1") {
+    no_shm = true;
+  }
+  ShmNetwork::Options shm_options;
+  shm_options.enabled = !no_shm;
+  shm_options.incarnation = network_options.incarnation;
+  ShmNetwork shm(shm_options);
+  ShmPeerService shm_service(&shm);
   WorkerService::Options service_options;
   service_options.collective_timeout = absl::Seconds(collective_timeout);
   DrainGate gate("the worker");
   service_options.gate = &gate;
+  service_options.shm = &shm;
   ResidentStore store(state_dir);
   if (auto loaded = store.LoadDirectory(); !loaded.ok()) {
     std::cerr << "error: " << StatusCodeName(loaded.status().code()) << ": "
@@ -143,6 +159,7 @@ int main(int argc, char** argv) {
                         &store);
   builder.RegisterService(&service);
   builder.RegisterCallbackGenericService(&peer_service);
+  builder.RegisterService(&shm_service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
     std::cerr << "error: UNAVAILABLE: cannot listen on " << listen << "\n";
@@ -156,6 +173,7 @@ int main(int argc, char** argv) {
   set_health(false);  // SERVING once registered
   if (advertise.empty()) advertise = ReplacePort(listen, port);
   network->set_my_address(advertise);
+  shm.set_my_address(advertise);
   std::cout << "shardmap-worker listening on " << advertise << std::endl;
   if (metrics_endpoint) {
     std::cout << "shardmap-worker metrics on " << metrics_endpoint->address()

@@ -1,6 +1,7 @@
 // The worker's Prometheus metrics (served with --metrics):
 //   shardmap_collective_duration_seconds{op}   histogram per collective call
-//   shardmap_peer_bytes_sent_total{peer}       frame payload bytes to a peer
+//   shardmap_peer_bytes_sent_total{peer}       payload bytes to a peer (gRPC
+//                                              frames or shared memory)
 //   shardmap_peer_bytes_received_total{peer}   ... and from a peer
 //   shardmap_resident_bytes                    bytes of resident blocks held
 //

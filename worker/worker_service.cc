@@ -14,6 +14,7 @@
 #include "core/trace_context.h"
 #include "worker/block_fetch.h"
 #include "worker/communicator.h"
+#include "worker/routed_peer_transport.h"
 
 namespace shardmap {
 namespace {
@@ -122,7 +123,7 @@ grpc::Status WorkerService::RunShard(
   // The job's collectives go over the peer transport; the coordinator
   // cancelling the call (another device failed, or the deadline passed)
   // ends any wait in them.
-  std::unique_ptr<GrpcPeerTransport> transport;
+  std::unique_ptr<RoutedPeerTransport> transport;
   std::unique_ptr<Communicator> comm;
   const Mesh mesh = call->mesh;
   if (network_ != nullptr &&
@@ -142,7 +143,8 @@ grpc::Status WorkerService::RunShard(
                  ? absl::CancelledError("the job was cancelled")
                  : absl::OkStatus();
     };
-    transport = std::make_unique<GrpcPeerTransport>(network_, std::move(t));
+    transport = std::make_unique<RoutedPeerTransport>(network_, options_.shm,
+                                                      std::move(t));
     comm = std::make_unique<Communicator>(&mesh, device, transport.get(),
                                           Communicator::Options{});
   }

@@ -18,6 +18,7 @@
 #include "worker/job_sequencer.h"
 #include "worker/resident_store.h"
 #include "worker/shard_executor.h"
+#include "worker/shm_network.h"
 
 namespace shardmap {
 
@@ -30,6 +31,8 @@ class WorkerService final : public v1::Worker::Service {
     absl::Duration collective_timeout = absl::Seconds(30);
     // The SIGTERM drain of RunShard calls; may be null. Not owned.
     DrainGate* gate = nullptr;
+    // Shared memory to co-located peers; null: gRPC only. Not owned.
+    ShmNetwork* shm = nullptr;
   };
   // `network` may be null: jobs then run without collectives.
   WorkerService(const Options& options, const ShardExecutor* executor,

@@ -2,7 +2,9 @@
 127.0.0.1, every built-in collective over 1, 2 and 3 axes of a 2x2x2 mesh
 (tuples in both orders), checked against the numpy simulation in
 shardmap_ref.py; the composites against plain numpy matmuls; concurrent
-clients; a worker killed in the middle of a psum.
+clients; a worker killed in the middle of a psum. CTest runs the suite
+twice: with shared memory between the workers (the default on one host)
+and over gRPC (SHARDMAP_NO_SHM=1).
 
 Environment: SHARDMAP_BIN_DIR = directory of the binaries.
 """
@@ -223,6 +225,60 @@ class CollectivesTest(unittest.TestCase):
         for code, err, got, want in results:
             self.assertEqual(code, 0, err)
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def rings_mapped(pid):
+    """Shared-memory rings (worker/shm_ring) the process has mapped."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            return sum("/dev/shm/shardmap-" in line for line in f)
+    except OSError:
+        return 0
+
+
+def cluster_workers():
+    """PIDs of the worker processes `shardctl up` started."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                worker = b"shardmap-worker" in f.read()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == CLUSTER.proc.pid and worker:
+            pids.append(int(entry))
+    return pids
+
+
+class TransportTest(unittest.TestCase):
+    """The suite runs twice (CTest): as is, where the workers (all on this
+    host) exchange collective data through shared memory, and with
+    SHARDMAP_NO_SHM=1, where they use gRPC. Check that each run really
+    used the transport it claims to test."""
+
+    def test_collectives_use_the_expected_transport(self):
+        x = rand((8 * 4096, 3), np.float32)
+        self.check_psum(x)
+        pids = cluster_workers()
+        self.assertEqual(len(pids), 8)
+        rings = {pid: rings_mapped(pid) for pid in pids}
+        if os.environ.get("SHARDMAP_NO_SHM") == "1":
+            self.assertEqual(sum(rings.values()), 0, rings)
+        else:
+            # A psum over all 8 devices: every worker sends and receives.
+            for pid, n in rings.items():
+                self.assertGreaterEqual(n, 2, f"worker {pid}: {rings}")
+
+    def check_psum(self, x):
+        code, got, err = run("psum", [x], [ALL], ALL, {"axes": ["x", "y", "z"]})
+        self.assertEqual(code, 0, err)
+        np.testing.assert_allclose(
+            got, np.tile(x.reshape(8, -1, 3).sum(0), (8, 1)), rtol=1e-4,
+            atol=1e-4)
 
 
 class BadCollectiveTest(unittest.TestCase):

@@ -1,0 +1,421 @@
+// Tests of the shared-memory channel (worker/shm_*): messages of any size
+// streaming through a small ring, keyed out-of-order takes, the
+// fingerprint and size checks, spilling when nobody reads, bounded waits,
+// the death of the other process (a forked child), and the Attach
+// handshake between two ShmNetworks over a real gRPC server on 127.0.0.1.
+// The collective algorithms themselves run over these channels in
+// collectives_test and communicator_test (their "shm." variants).
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "core/channel.h"
+#include "tests/unit/status_matchers.h"
+#include "worker/shm_network.h"
+#include "worker/shm_receiver.h"
+#include "worker/shm_ring.h"
+#include "worker/shm_sender.h"
+
+namespace shardmap {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+const auto kNever = [] { return absl::OkStatus(); };
+
+// A pattern no two messages of a test share.
+Bytes Pattern(size_t n, uint8_t salt) {
+  Bytes b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(i * 31 + salt);
+  return b;
+}
+
+ShmMessageKey Key(uint64_t seq, uint32_t step, const std::string& job = "j") {
+  return ShmMessageKey{job, 0, 1, seq, step};
+}
+
+// Both ends of one channel in this process.
+struct Channel {
+  explicit Channel(size_t ring_bytes = 64 << 10) {
+    auto writer = ShmRing::Create(ring_bytes);
+    EXPECT_TRUE(writer.ok()) << writer.status();
+    auto reader =
+        ShmRing::Attach((*writer)->name(), (*writer)->nonce(), ring_bytes);
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    (*writer)->Unlink();
+    sender = std::make_unique<ShmSender>(*std::move(writer),
+                                         ShmSender::Options{"the receiver"});
+    receiver = std::make_unique<ShmReceiver>(*std::move(reader), "the sender");
+  }
+  std::unique_ptr<ShmSender> sender;
+  std::unique_ptr<ShmReceiver> receiver;
+};
+
+absl::Time In(absl::Duration d) { return absl::Now() + d; }
+
+TEST(ShmRingTest, AttachChecksNonceAndSize) {
+  auto writer = ShmRing::Create(4096);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  EXPECT_FALSE((*writer)->PeerAlive());  // nobody attached yet
+  EXPECT_TRUE(StatusIs(
+      ShmRing::Attach((*writer)->name(), (*writer)->nonce() + 1, 4096).status(),
+      absl::StatusCode::kPermissionDenied, {"ring header"}));
+  EXPECT_TRUE(StatusIs(
+      ShmRing::Attach((*writer)->name(), (*writer)->nonce(), 8192).status(),
+      absl::StatusCode::kPermissionDenied, {"0600 object of"}));
+  EXPECT_TRUE(StatusIs(ShmRing::Create(1000).status(),
+                       absl::StatusCode::kInvalidArgument, {"4096"}));
+  auto reader = ShmRing::Attach((*writer)->name(), (*writer)->nonce(), 4096);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_TRUE((*writer)->PeerAlive());
+  EXPECT_TRUE((*reader)->PeerAlive());
+  (*writer)->Unlink();
+  EXPECT_FALSE(
+      ShmRing::Attach((*writer)->name(), (*writer)->nonce(), 4096).ok());
+  reader->reset();
+  EXPECT_FALSE((*writer)->PeerAlive());  // the reader unmapped it
+}
+
+// Messages many times the ring's size, sent while the receiver reads,
+// arrive intact and in any order asked for; nothing is left behind.
+TEST(ShmChannelTest, LargeMessagesStreamThroughASmallRing) {
+  Channel c(64 << 10);
+  const Fingerprint fp{42, "psum(float32[...])"};
+  const std::vector<size_t> sizes = {0, 1, 4095, 64 << 10, (3 << 20) + 17};
+  std::thread sender([&] {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const Bytes data = Pattern(sizes[i], static_cast<uint8_t>(i));
+      EXPECT_TRUE(c.sender
+                      ->Send(Key(0, static_cast<uint32_t>(i)), fp, data,
+                             In(absl::Seconds(20)), kNever)
+                      .ok());
+    }
+  });
+  // Last first: everything before it is stashed on the way.
+  for (size_t i : {4, 0, 3, 1, 2}) {
+    Bytes out(sizes[i]);
+    ASSERT_TRUE(c.receiver
+                    ->Take(Key(0, static_cast<uint32_t>(i)), fp,
+                           absl::MakeSpan(out), In(absl::Seconds(20)), kNever)
+                    .ok());
+    EXPECT_EQ(out, Pattern(sizes[i], static_cast<uint8_t>(i))) << i;
+  }
+  sender.join();
+  EXPECT_EQ(c.receiver->Pending(), 0u);
+  EXPECT_EQ(c.sender->SpilledBytes(), 0u);
+}
+
+// Nobody reads: Send spills instead of blocking, so two peers that both
+// send first cannot deadlock; the bytes arrive once the receiver reads.
+TEST(ShmChannelTest, SendDoesNotWaitForAnAbsentReader) {
+  Channel c(64 << 10);
+  const Fingerprint fp{1, "ppermute"};
+  const Bytes big = Pattern(2 << 20, 9);
+  const absl::Time start = absl::Now();
+  ASSERT_TRUE(
+      c.sender->Send(Key(3, 0), fp, big, In(absl::Seconds(5)), kNever).ok());
+  ASSERT_TRUE(
+      c.sender
+          ->Send(Key(3, 1), fp, Pattern(10, 1), In(absl::Seconds(5)), kNever)
+          .ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_GT(c.sender->SpilledBytes(), 0u);
+  Bytes out(big.size()), small(10);
+  ASSERT_TRUE(c.receiver
+                  ->Take(Key(3, 1), fp, absl::MakeSpan(small),
+                         In(absl::Seconds(10)), kNever)
+                  .ok());
+  ASSERT_TRUE(c.receiver
+                  ->Take(Key(3, 0), fp, absl::MakeSpan(out),
+                         In(absl::Seconds(10)), kNever)
+                  .ok());
+  EXPECT_EQ(out, big);
+  EXPECT_EQ(small, Pattern(10, 1));
+}
+
+TEST(ShmChannelTest, FingerprintAndSizeMismatchesNameBoth) {
+  Channel c;
+  const Fingerprint mine{1, "psum(axes=('x',), float32[2])"};
+  const Fingerprint theirs{2, "pmax(axes=('x',), float32[2])"};
+  Bytes eight(8), twelve(12);
+  ASSERT_TRUE(
+      c.sender->Send(Key(4, 0), theirs, eight, In(absl::Seconds(1)), kNever)
+          .ok());
+  // Waiting for step 1, the receiver meets step 0 of the same collective
+  // with another fingerprint: it fails at once rather than at the timeout.
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(StatusIs(
+      c.receiver->Take(Key(4, 1), mine, absl::MakeSpan(eight),
+                       In(absl::Seconds(10)), kNever),
+      absl::StatusCode::kInvalidArgument,
+      {"collective mismatch", mine.text, theirs.text, "collective #4"}));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  EXPECT_TRUE(StatusIs(c.receiver->Take(Key(4, 0), mine, absl::MakeSpan(eight),
+                                        In(absl::Seconds(1)), kNever),
+                       absl::StatusCode::kInvalidArgument,
+                       {mine.text, theirs.text}));
+  ASSERT_TRUE(
+      c.sender->Send(Key(5, 0), mine, twelve, In(absl::Seconds(1)), kNever)
+          .ok());
+  EXPECT_TRUE(StatusIs(c.receiver->Take(Key(5, 0), mine, absl::MakeSpan(eight),
+                                        In(absl::Seconds(1)), kNever),
+                       absl::StatusCode::kInvalidArgument,
+                       {"sent 12 bytes where 8 were expected"}));
+  EXPECT_EQ(c.receiver->Pending(), 0u);
+}
+
+// A peer already in the next job: its message waits; a forgotten job's
+// messages, stashed or late, are dropped.
+TEST(ShmChannelTest, JobsAreKeptApartAndForgotten) {
+  Channel c;
+  const Fingerprint fp{7, "psum"};
+  Bytes out(4);
+  ASSERT_TRUE(c.sender
+                  ->Send(Key(0, 0, "old"), fp, Pattern(4, 1),
+                         In(absl::Seconds(1)), kNever)
+                  .ok());
+  ASSERT_TRUE(c.sender
+                  ->Send(Key(0, 0, "next"), fp, Pattern(4, 2),
+                         In(absl::Seconds(1)), kNever)
+                  .ok());
+  ASSERT_TRUE(c.sender
+                  ->Send(Key(0, 0, "now"), fp, Pattern(4, 3),
+                         In(absl::Seconds(1)), kNever)
+                  .ok());
+  ASSERT_TRUE(c.receiver
+                  ->Take(Key(0, 0, "now"), fp, absl::MakeSpan(out),
+                         In(absl::Seconds(1)), kNever)
+                  .ok());
+  EXPECT_EQ(out, Pattern(4, 3));
+  EXPECT_EQ(c.receiver->Pending(), 2u);  // "old" and "next", stashed
+  c.receiver->ForgetJob("old");
+  EXPECT_EQ(c.receiver->Pending(), 1u);
+  ASSERT_TRUE(c.sender
+                  ->Send(Key(1, 0, "old"), fp, Pattern(4, 4),
+                         In(absl::Seconds(1)), kNever)
+                  .ok());
+  ASSERT_TRUE(c.receiver
+                  ->Take(Key(0, 0, "next"), fp, absl::MakeSpan(out),
+                         In(absl::Seconds(1)), kNever)
+                  .ok());
+  EXPECT_EQ(out, Pattern(4, 2));
+  EXPECT_TRUE(
+      StatusIs(c.receiver->Take(Key(1, 0, "old"), fp, absl::MakeSpan(out),
+                                In(absl::Milliseconds(50)), kNever),
+               absl::StatusCode::kDeadlineExceeded, {}));
+  EXPECT_EQ(c.receiver->Pending(), 0u);  // the late one was read and dropped
+}
+
+TEST(ShmChannelTest, WaitsAreBoundedAndAbortable) {
+  Channel c;
+  const Fingerprint fp{7, "psum"};
+  Bytes out(4);
+  absl::Time start = absl::Now();
+  EXPECT_TRUE(StatusIs(c.receiver->Take(Key(0, 0), fp, absl::MakeSpan(out),
+                                        In(absl::Milliseconds(100)), kNever),
+                       absl::StatusCode::kDeadlineExceeded, {"the sender"}));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+
+  std::atomic<bool> abort{false};
+  auto aborted = [&] {
+    return abort ? absl::CancelledError("job 12 cancelled") : absl::OkStatus();
+  };
+  absl::Status blocked;
+  start = absl::Now();
+  std::thread waiter([&] {
+    blocked = c.receiver->Take(Key(0, 0), fp, absl::MakeSpan(out),
+                               In(absl::Seconds(30)), aborted);
+  });
+  absl::SleepFor(absl::Milliseconds(50));
+  abort = true;
+  waiter.join();
+  EXPECT_TRUE(
+      StatusIs(blocked, absl::StatusCode::kCancelled, {"job 12 cancelled"}));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+
+  // A second taker of the same channel waits for the first, also bounded.
+  absl::Status first, second;
+  std::thread t1([&] {
+    first = c.receiver->Take(Key(1, 0), fp, absl::MakeSpan(out),
+                             In(absl::Milliseconds(300)), kNever);
+  });
+  Bytes out2(4);
+  std::thread t2([&] {
+    second = c.receiver->Take(Key(1, 1), fp, absl::MakeSpan(out2),
+                              In(absl::Milliseconds(300)), kNever);
+  });
+  t1.join();
+  t2.join();
+  EXPECT_EQ(first.code(), absl::StatusCode::kDeadlineExceeded) << first;
+  EXPECT_EQ(second.code(), absl::StatusCode::kDeadlineExceeded) << second;
+}
+
+// The other end is a real process that dies by SIGKILL: the survivor's
+// wait ends with UNAVAILABLE within a wait slice or two, never a hang.
+TEST(ShmChannelTest, DeadPeerProcessIsUnavailable) {
+  const Fingerprint fp{7, "psum"};
+  // 1. The child writes half a message and dies; we wait for the rest.
+  {
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    auto writer = ShmRing::Create(64 << 10);
+    ASSERT_TRUE(writer.ok());
+    const std::string name = (*writer)->name();
+    const uint64_t nonce = (*writer)->nonce();
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {  // the writer: keeps the ring, the parent reads
+      ShmSender sender(*std::move(writer), ShmSender::Options{"parent"});
+      const Bytes big = Pattern(1 << 20, 5);
+      char c = 0;
+      (void)!read(ready[0], &c, 1);  // the parent attached
+      sender.Send(Key(0, 0), fp, big, absl::InfiniteFuture(), kNever)
+          .IgnoreError();
+      (void)!write(ready[1], "w", 1);
+      pause();
+      _exit(0);
+    }
+    writer->reset();  // the child's copy is the writer now
+    auto reader = ShmRing::Attach(name, nonce, 64 << 10);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    (*reader)->Unlink();
+    ShmReceiver receiver(*std::move(reader), "worker child");
+    (void)!write(ready[1], "r", 1);
+    absl::SleepFor(absl::Milliseconds(100));
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    Bytes out(1 << 20);
+    const absl::Time start = absl::Now();
+    EXPECT_TRUE(StatusIs(receiver.Take(Key(0, 0), fp, absl::MakeSpan(out),
+                                       In(absl::Seconds(20)), kNever),
+                         absl::StatusCode::kUnavailable,
+                         {"lost worker child", "exited"}));
+    EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+    close(ready[0]);
+    close(ready[1]);
+  }
+  // 2. The child reads nothing and dies; our sender learns it.
+  {
+    auto writer = ShmRing::Create(64 << 10);
+    ASSERT_TRUE(writer.ok());
+    const std::string name = (*writer)->name();
+    const uint64_t nonce = (*writer)->nonce();
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auto reader = ShmRing::Attach(name, nonce, 64 << 10);
+      (void)!write(ready[1], reader.ok() ? "y" : "n", 1);
+      pause();
+      _exit(0);
+    }
+    char c = 0;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    ASSERT_EQ(c, 'y');
+    (*writer)->Unlink();
+    ShmSender sender(*std::move(writer), ShmSender::Options{"worker child"});
+    EXPECT_TRUE(sender.Usable());
+    const Bytes big = Pattern(1 << 20, 5);
+    ASSERT_TRUE(
+        sender.Send(Key(0, 0), fp, big, In(absl::Seconds(5)), kNever).ok());
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+    const absl::Time start = absl::Now();
+    while (sender.Usable() && absl::Now() - start < absl::Seconds(5)) {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    EXPECT_FALSE(sender.Usable());
+    EXPECT_TRUE(
+        StatusIs(sender.Send(Key(0, 1), fp, big, In(absl::Seconds(5)), kNever),
+                 absl::StatusCode::kUnavailable, {"worker child"}));
+    close(ready[0]);
+    close(ready[1]);
+  }
+}
+
+TEST(ShmNetworkTest, HostIdentityIsStableAndSpecific) {
+  const std::string id = ShmNetwork::LocalHostIdentity();
+  EXPECT_FALSE(id.empty());
+  EXPECT_EQ(id, ShmNetwork::LocalHostIdentity());
+  EXPECT_NE(id.find("boot="), std::string::npos) << id;
+  EXPECT_NE(id.find(";ipc="), std::string::npos) << id;
+}
+
+// Two networks, the receiving one serving ShmPeer on 127.0.0.1.
+struct Pair {
+  explicit Pair(ShmNetwork::Options receiver_options) {
+    receiver_options.ring_bytes = 64 << 10;
+    b = std::make_unique<ShmNetwork>(receiver_options);
+    service = std::make_unique<ShmPeerService>(b.get());
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(service.get());
+    server = builder.BuildAndStart();
+    b_address = "127.0.0.1:" + std::to_string(port);
+    ShmNetwork::Options a_options;
+    a_options.my_address = "a:1";
+    a_options.ring_bytes = 64 << 10;
+    a = std::make_unique<ShmNetwork>(a_options);
+  }
+  ~Pair() { server->Shutdown(); }
+  std::unique_ptr<ShmNetwork> a, b;
+  std::unique_ptr<ShmPeerService> service;
+  std::unique_ptr<grpc::Server> server;
+  std::string b_address;
+};
+
+TEST(ShmNetworkTest, SameHostPeersAttachAndExchange) {
+  Pair p(ShmNetwork::Options{});
+  std::shared_ptr<ShmSender> sender =
+      p.a->SenderTo(p.b_address, In(absl::Seconds(5)));
+  ASSERT_NE(sender, nullptr);
+  EXPECT_EQ(p.a->SenderTo(p.b_address, In(absl::Seconds(5))), sender);
+  std::shared_ptr<ShmReceiver> receiver = p.b->ReceiverFrom("a:1");
+  ASSERT_NE(receiver, nullptr);
+  const Fingerprint fp{3, "all_gather"};
+  const Bytes data = Pattern(300 << 10, 4);
+  ASSERT_TRUE(
+      sender->Send(Key(0, 0), fp, data, In(absl::Seconds(5)), kNever).ok());
+  Bytes out(data.size());
+  ASSERT_TRUE(receiver
+                  ->Take(Key(0, 0), fp, absl::MakeSpan(out),
+                         In(absl::Seconds(5)), kNever)
+                  .ok());
+  EXPECT_EQ(out, data);
+}
+
+TEST(ShmNetworkTest, OtherHostsAndNoShmStayOnGrpc) {
+  {
+    ShmNetwork::Options other;
+    other.host_identity = "boot=elsewhere";
+    Pair p(other);
+    EXPECT_EQ(p.a->SenderTo(p.b_address, In(absl::Seconds(5))), nullptr);
+    EXPECT_EQ(p.b->ReceiverFrom("a:1"), nullptr);
+  }
+  {
+    ShmNetwork::Options off;
+    off.enabled = false;
+    Pair p(off);
+    EXPECT_EQ(p.a->SenderTo(p.b_address, In(absl::Seconds(5))), nullptr);
+    EXPECT_EQ(p.b->ReceiverFrom("a:1"), nullptr);
+  }
+  // A peer that does not answer is asked again next time, not written off.
+  ShmNetwork a(ShmNetwork::Options{});
+  EXPECT_EQ(a.SenderTo("127.0.0.1:1", In(absl::Seconds(2))), nullptr);
+}
+
+}  // namespace
+}  // namespace shardmap

@@ -1,0 +1,54 @@
+// The PeerTransport of one device of one job in a worker: shared memory to
+// and from peers on the same host that agreed to it (ShmNetwork), gRPC
+// (GrpcPeerTransport over the PeerNetwork) to and from every other peer,
+// and to oneself.
+//
+// The sender picks the path per peer (ShmNetwork::SenderTo), so a receiver
+// cannot know in advance which one a message takes: the first message
+// from a peer may come over gRPC while the channel is being set up, and a
+// peer that restarted may now use the other path. So Recv waits on the
+// path the peer is known to use and keeps an eye on the other: while
+// waiting on a shared-memory channel it looks into the gRPC inbox every
+// few milliseconds, and while waiting on the inbox it moves to the channel
+// as soon as one from that peer appears. Errors and their messages are
+// those of the path the message was expected on.
+//
+// Thread-safe.
+#ifndef SHARDMAP_WORKER_ROUTED_PEER_TRANSPORT_H_
+#define SHARDMAP_WORKER_ROUTED_PEER_TRANSPORT_H_
+
+#include "worker/grpc_peer_transport.h"
+#include "worker/shm_network.h"
+#include "worker/shm_peer_transport.h"
+
+namespace shardmap {
+
+class RoutedPeerTransport final : public PeerTransport {
+ public:
+  // `shm` may be null (gRPC only). Both must outlive the transport.
+  RoutedPeerTransport(PeerNetwork* network, ShmNetwork* shm,
+                      GrpcPeerTransport::Options options);
+  // Forgets the job's leftover messages on both paths.
+  ~RoutedPeerTransport() override;
+
+  int64_t device() const override { return options_.device; }
+  int64_t num_devices() const override { return grpc_.num_devices(); }
+  absl::Status Send(int64_t to, const PeerMessage& message,
+                    absl::Span<const uint8_t> data) override;
+  absl::Status Recv(int64_t from, const PeerMessage& message,
+                    absl::Span<uint8_t> out) override;
+
+ private:
+  // Whether the peer is another worker that shared memory may reach.
+  bool MayShare(int64_t peer, const PeerMessage& message) const;
+
+  PeerNetwork* const network_;  // Not owned.
+  ShmNetwork* const shm_;       // Not owned; may be null.
+  const GrpcPeerTransport::Options options_;
+  GrpcPeerTransport grpc_;
+  ShmPeerTransport shm_transport_;
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_WORKER_ROUTED_PEER_TRANSPORT_H_
