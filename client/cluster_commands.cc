@@ -59,6 +59,7 @@ int StatusCommand(const QueryFlags& f) {
           {"address", w.address()},
           {"seconds_since_heartbeat", w.seconds_since_heartbeat()}};
       if (w.has_rank()) wj["rank"] = w.rank();
+      if (w.draining()) wj["draining"] = true;
       j["workers"].push_back(wj);
     }
     std::cout << j.dump() << std::endl;

@@ -181,6 +181,7 @@ grpc::Status CoordinatorService::GetClusterStatus(
     info->set_seconds_since_heartbeat(
         absl::ToDoubleSeconds(now - w.last_heartbeat));
     if (w.rank.has_value()) info->set_rank(*w.rank);
+    info->set_draining(w.draining);
   }
   response->set_expected_workers(
       static_cast<int32_t>(options_.expected_workers));
@@ -285,8 +286,8 @@ grpc::ServerUnaryReactor* RegistryService::Heartbeat(
     grpc::CallbackServerContext* context, const v1::HeartbeatRequest* request,
     v1::HeartbeatResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(
-      pool_->Heartbeat(request->worker_id(), request->incarnation())));
+  reactor->Finish(ToGrpcStatus(pool_->Heartbeat(
+      request->worker_id(), request->incarnation(), request->draining())));
   return reactor;
 }
 

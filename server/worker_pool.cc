@@ -14,6 +14,7 @@ struct Placement {
   std::vector<WorkerPool::Worker> workers;  // filled only when complete
   std::vector<int64_t> missing;             // devices left without a worker
   bool any_ranked = false;
+  int64_t draining = 0;  // live workers left out because they are draining
 };
 
 Placement Place(const std::vector<WorkerPool::Worker>& live, int64_t n) {
@@ -21,6 +22,10 @@ Placement Place(const std::vector<WorkerPool::Worker>& live, int64_t n) {
   std::vector<const WorkerPool::Worker*> slots(n, nullptr);
   std::vector<const WorkerPool::Worker*> unranked;
   for (const auto& w : live) {
+    if (w.draining) {
+      ++p.draining;
+      continue;
+    }
     if (!w.rank.has_value()) {
       unranked.push_back(&w);
       continue;
@@ -89,13 +94,18 @@ absl::StatusOr<std::string> WorkerPool::Register(
   return w.id;
 }
 
-absl::Status WorkerPool::Heartbeat(const std::string& id,
-                                   uint64_t incarnation) {
+absl::Status WorkerPool::Heartbeat(const std::string& id, uint64_t incarnation,
+                                   bool draining) {
   absl::MutexLock lock(&mu_);
   ExpireLocked();
   for (auto& [seq, w] : workers_) {
     if (w.id == id && w.incarnation == incarnation) {
       w.last_heartbeat = options_.clock();
+      if (draining && !w.draining) {
+        spdlog::info("worker {} at {} is draining: no new jobs go to it", w.id,
+                     w.address);
+      }
+      w.draining = w.draining || draining;
       return absl::OkStatus();
     }
   }
@@ -142,14 +152,17 @@ absl::StatusOr<std::vector<WorkerPool::Worker>> WorkerPool::Acquire(
   if (p.missing.empty()) return std::move(p.workers);
   const std::string ranks =
       p.any_ranked ? absl::StrCat(" (", MissingRanks(p.missing), ")") : "";
-  if (static_cast<int64_t>(live.size()) < n) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the mesh has ", n, " devices but only ", live.size(),
-                     " worker", live.size() == 1 ? " is" : "s are", " alive",
-                     ranks, "; start more workers or use a smaller mesh"));
+  const int64_t usable = static_cast<int64_t>(live.size()) - p.draining;
+  const std::string draining =
+      p.draining > 0 ? absl::StrCat(" and ", p.draining, " shutting down") : "";
+  if (usable < n) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the mesh has ", n, " devices but only ", usable, " worker",
+        usable == 1 ? " is" : "s are", " alive", draining, ranks,
+        "; start more workers or use a smaller mesh"));
   }
   return absl::FailedPreconditionError(
-      absl::StrCat("the mesh has ", n, " devices and ", live.size(),
+      absl::StrCat("the mesh has ", n, " devices and ", usable,
                    " workers are alive, but none has ", MissingRanks(p.missing),
                    "; device i runs on the worker of rank i"));
 }
@@ -161,7 +174,8 @@ absl::Status WorkerPool::CheckComplete(int64_t expected) const {
   return absl::UnavailableError(absl::StrCat(
       expected - static_cast<int64_t>(p.missing.size()), "/", expected,
       " workers registered",
-      p.any_ranked ? absl::StrCat(", ", MissingRanks(p.missing)) : ""));
+      p.any_ranked ? absl::StrCat(", ", MissingRanks(p.missing)) : "",
+      p.draining > 0 ? absl::StrCat(" (", p.draining, " shutting down)") : ""));
 }
 
 absl::StatusOr<v1::FunctionSignature> WorkerPool::FindFunction(

@@ -41,6 +41,9 @@ class WorkerPool {
     absl::Time last_heartbeat;
     // The rank the worker claimed (--rank); mesh device i runs on rank i.
     std::optional<int64_t> rank;
+    // Said so in a heartbeat (SIGTERM): live for the jobs it runs, but
+    // never placed in a new one.
+    bool draining = false;
   };
 
   explicit WorkerPool(Options options) : options_(std::move(options)) {}
@@ -56,7 +59,9 @@ class WorkerPool {
       const std::vector<v1::FunctionSignature>& functions,
       std::optional<int64_t> rank = std::nullopt);
   // NOT_FOUND if the worker is unknown, expired, or of an old incarnation.
-  absl::Status Heartbeat(const std::string& id, uint64_t incarnation);
+  // `draining` marks it draining for good.
+  absl::Status Heartbeat(const std::string& id, uint64_t incarnation,
+                         bool draining = false);
 
   // Live workers in registration order.
   std::vector<Worker> LiveWorkers() const;

@@ -48,8 +48,18 @@ std::string CoordinatorLink::worker_id() const {
 
 bool CoordinatorLink::WaitForStop(absl::Duration d) {
   absl::MutexLock lock(&mu_);
-  mu_.AwaitWithTimeout(absl::Condition(&stop_), d);
+  auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return stop_ || kick_;
+  };
+  mu_.AwaitWithTimeout(absl::Condition(&woken), d);
+  kick_ = false;
   return stop_;
+}
+
+void CoordinatorLink::SetDraining() {
+  absl::MutexLock lock(&mu_);
+  draining_ = true;
+  kick_ = true;
 }
 
 void CoordinatorLink::Loop() {
@@ -103,6 +113,10 @@ void CoordinatorLink::Loop() {
     v1::HeartbeatRequest req;
     req.set_worker_id(id);
     req.set_incarnation(incarnation_);
+    {
+      absl::MutexLock lock(&mu_);
+      req.set_draining(draining_);
+    }
     v1::HeartbeatResponse resp;
     grpc::Status s = stub_->Heartbeat(&ctx, req, &resp);
     if (s.error_code() == grpc::StatusCode::NOT_FOUND) {

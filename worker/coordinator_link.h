@@ -53,10 +53,14 @@ class CoordinatorLink {
   // Empty until the first registration succeeds.
   std::string worker_id() const;
 
+  // Tells the coordinator at once, and in every later heartbeat, that this
+  // worker is shutting down: it gets no new jobs.
+  void SetDraining();
+
  private:
   explicit CoordinatorLink(const Options& options);
   void Loop();
-  // Waits up to `d`; true if Stop was requested.
+  // Waits up to `d` or until kicked; true if Stop was requested.
   bool WaitForStop(absl::Duration d);
 
   const Options options_;
@@ -65,6 +69,8 @@ class CoordinatorLink {
 
   mutable absl::Mutex mu_;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
+  bool kick_ ABSL_GUARDED_BY(mu_) = false;  // heartbeat now
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
 
   // Declared last so it is destroyed (joined) first.

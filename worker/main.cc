@@ -207,6 +207,7 @@ int main(int argc, char** argv) {
   // heartbeating, so the coordinator keeps counting on us) until the
   // grace deadline, then are cancelled.
   health->Shutdown();
+  (*link)->SetDraining();
   DrainAfterSignal(sig, gate, ops.grace_seconds);
   link->reset();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));

@@ -282,6 +282,15 @@ class OpsTest(unittest.TestCase):
         time.sleep(0.5)
         w.send_signal(signal.SIGTERM)
         wait_health(w_addr, 75, 1)
+        # It says so in a heartbeat; the coordinator places no new job on
+        # it (registered first, it would get device 0), so this one runs
+        # on the other worker.
+        end = time.monotonic() + 5
+        while not any(x.get("draining") for x in status(coord)["workers"]):
+            self.assertLess(time.monotonic(), end, "never marked draining")
+            time.sleep(0.05)
+        p = self.run_job(coord, mesh="x=1")
+        self.assertEqual(p.returncode, 0, p.stderr)
         out, err = job.communicate(timeout=30)
         self.assertEqual(job.returncode, 0, err)
         self.assertEqual(w.wait(timeout=10), 0)

@@ -376,5 +376,27 @@ TEST_F(WorkerPoolTest, DuplicateRankIsRejectedNamingTheHolder) {
   (void)a;
 }
 
+TEST_F(WorkerPoolTest, DrainingWorkerGetsNoNewJobs) {
+  const std::string a = MustRegister("a:1", 1);
+  const std::string b = MustRegister("b:1", 1);
+  ASSERT_TRUE(pool_.Heartbeat(a, 1, /*draining=*/true).ok());
+  absl::StatusOr<std::vector<WorkerPool::Worker>> got = pool_.Acquire(1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ((*got)[0].id, b);
+  EXPECT_TRUE(StatusIs(pool_.Acquire(2).status(),
+                       absl::StatusCode::kFailedPrecondition,
+                       {"only 1 worker is alive and 1 shutting down"}));
+  // The jobs it runs go on: it is still live.
+  EXPECT_TRUE(pool_.CheckLive(a).ok());
+  EXPECT_TRUE(StatusIs(pool_.CheckComplete(2), absl::StatusCode::kUnavailable,
+                       {"1/2 workers registered (1 shutting down)"}));
+  // A later heartbeat without the flag does not undo it.
+  ASSERT_TRUE(pool_.Heartbeat(a, 1).ok());
+  got = pool_.Acquire(1);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ((*got)[0].id, b);
+  EXPECT_TRUE(pool_.LiveWorkers()[0].draining);
+}
+
 }  // namespace
 }  // namespace shardmap
