@@ -6,12 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/buffer_cache.h"
 
 namespace shardmap {
-namespace {
-constexpr size_t kAlignment = 64;
-}  // namespace
-
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -28,15 +25,14 @@ std::string ShapeTuple(const Shape& shape) {
 }
 
 void Tensor::AlignedDelete::operator()(uint8_t* p) const {
-  ::operator delete[](p, std::align_val_t(kAlignment));
+  BufferCache::Global().Free(p, bytes);
 }
 
 std::unique_ptr<uint8_t[], Tensor::AlignedDelete> Tensor::Allocate(
     size_t bytes) {
   // Never a null pointer, even for zero bytes, so data() is always valid.
-  auto* p = static_cast<uint8_t*>(
-      ::operator new[](bytes == 0 ? 1 : bytes, std::align_val_t(kAlignment)));
-  return std::unique_ptr<uint8_t[], AlignedDelete>(p);
+  return std::unique_ptr<uint8_t[], AlignedDelete>(
+      BufferCache::Global().Allocate(bytes), AlignedDelete{bytes});
 }
 
 Tensor::Tensor() : Tensor(DType::kFloat32, {}) {}

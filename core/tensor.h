@@ -63,7 +63,11 @@ class Tensor {
   }
 
  private:
+  // Returns the buffer to BufferCache::Global().
   struct AlignedDelete {
+    AlignedDelete() : bytes(0) {}
+    explicit AlignedDelete(size_t size) : bytes(size) {}
+    size_t bytes;
     void operator()(uint8_t* p) const;
   };
   static std::unique_ptr<uint8_t[], AlignedDelete> Allocate(size_t bytes);
