@@ -1,6 +1,8 @@
 """Multi-host tests: the coordinator and every worker in a network
 namespace of its own (a host with its own 10.77.0.x address), joined by
-veth pairs to a bridge in one more namespace. Collectives over a 2x2 mesh
+veth pairs to a bridge in one more namespace; each worker also has its own
+IPC namespace, so workers do not count as co-located and their collectives
+cross the network instead of shared memory (checked). Collectives over a 2x2 mesh
 across the hosts, checked against numpy; a lossy, rate-limited network;
 and a link cut mid-job (RELIABILITY.md scenario 3: no RST, the job must
 fail within the bound and the cluster serve again once the link is back).
@@ -89,6 +91,11 @@ class Lab:
     def prefix(self, i):
         return ["ip", "netns", "exec", self.ns[i]]
 
+    def host_prefix(self, i):
+        """Host i as another machine: its own network and IPC namespaces,
+        so workers do not take each other for co-located (shared memory)."""
+        return [*self.prefix(i), "unshare", "--ipc"]
+
     def run(self, i, *argv, check=True):
         p = subprocess.run([*self.prefix(i), *argv], capture_output=True,
                            text=True, timeout=30)
@@ -130,20 +137,30 @@ def needs_insecure(*command):
 class NetnsCluster(harness.ProcessCluster):
     """Coordinator (and clients) on host 0, worker i on host i + 1."""
 
-    def __init__(self, lab, workers, **kw):
+    def __init__(self, lab, workers, log_dir=None, **kw):
         self.lab = lab
         insecure = needs_insecure(f"{harness.BIN}/shardmap-worker")
         super().__init__(
             0, host=lab.address(0),
-            prefix=lambda who: lab.prefix(
-                0 if who in ("coordinator", "client") else who + 1),
+            prefix=lambda who: (
+                lab.prefix(0) if who in ("coordinator", "client")
+                else lab.host_prefix(who + 1)),
             coordinator_args=[*needs_insecure(
                 f"{harness.BIN}/shardmap-coordinator"),
                 *kw.pop("coordinator_args", [])],
             worker_args=[*insecure, *kw.pop("worker_args", [])], **kw)
         self.client_args = needs_insecure(SHARDCTL, "run")
+        self.logs = []
         for i in range(workers):
-            self.add_worker(listen=f"{lab.address(i + 1)}:0", who=i)
+            extra, stderr = [], subprocess.DEVNULL
+            if log_dir:
+                self.logs.append(os.path.join(log_dir, f"worker{i}.log"))
+                extra, stderr = ["--log-level", "debug"], open(
+                    self.logs[-1], "w")
+            self.add_worker(*extra, listen=f"{lab.address(i + 1)}:0", who=i,
+                            stderr=stderr)
+            if log_dir:
+                stderr.close()  # the worker has its own copy
         self.wait_for_workers(workers)
 
 
@@ -218,7 +235,7 @@ class NetnsTest(unittest.TestCase):
                             "tiled": True})
 
     def test_collectives_across_hosts(self):
-        c = self.cluster()
+        c = self.cluster(log_dir=self.tmp.name)
         p = subprocess.run(
             [*self.lab.prefix(0), SHARDCTL, "status", *c.client_args,
              "--coordinator", c.address, "--json"],
@@ -228,6 +245,11 @@ class NetnsTest(unittest.TestCase):
                        for w in json.loads(p.stdout)["workers"])
         self.assertEqual(hosts, [self.lab.address(i) for i in range(1, 5)])
         self.check_collectives(c)
+        # Separate hosts: the collectives crossed the network, not shared
+        # memory (which co-located workers would use).
+        for log in c.logs:
+            with open(log) as f:
+                self.assertNotIn("through shared memory", f.read(), log)
 
     def test_lossy_rate_limited_network(self):
         # netem is not needed: nftables drops 3% of every host's TCP
