@@ -194,14 +194,13 @@ def wait_until_idle(pids, timeout=10, window=0.5, busy=0.1):
     raise AssertionError(f"processes {pids} still busy after {timeout} s")
 
 
-def wait_until_busy(pids, timeout=10, window=0.3):
-    """Waits until every one of `pids` uses a fifth of a core or more (the
-    machine may be shared)."""
+def wait_until_busy(pids, timeout=30, cpu=0.1):
+    """Waits until each of `pids` has computed for `cpu` seconds since the
+    call (cumulative, so a loaded shared machine only slows it down)."""
+    start = [cpu_seconds(p) for p in pids]
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        before = [cpu_seconds(p) for p in pids]
-        time.sleep(window)
-        used = [cpu_seconds(p) - b for p, b in zip(pids, before)]
-        if min(used) >= 0.2 * window:
+        if min(cpu_seconds(p) - s for p, s in zip(pids, start)) >= cpu:
             return
+        time.sleep(0.05)
     raise AssertionError(f"processes {pids} never got busy")
