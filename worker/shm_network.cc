@@ -186,7 +186,20 @@ void ShmNetwork::ForgetJob(const std::string& job_id) {
   std::vector<std::shared_ptr<ShmReceiver>> receivers;
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [address, receiver] : in_) receivers.push_back(receiver);
+    // Channels whose other end is gone, and that hold nothing more, are
+    // dropped here, so workers that come and go leave no mappings behind.
+    for (auto it = in_.begin(); it != in_.end();) {
+      if (!it->second->SenderAlive() && it->second->Pending() == 0) {
+        spdlog::debug("shm: {} is gone; unmapping its channel", it->first);
+        it = in_.erase(it);
+      } else {
+        receivers.push_back(it->second);
+        ++it;
+      }
+    }
+    for (auto& [address, o] : out_) {
+      if (o.sender != nullptr && !o.sender->Usable()) o.sender.reset();
+    }
   }
   for (const auto& receiver : receivers) receiver->ForgetJob(job_id);
 }

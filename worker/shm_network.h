@@ -70,7 +70,8 @@ class ShmNetwork {
   // The ShmPeer.Attach handler.
   v1::ShmAttachResponse Attach(const v1::ShmAttachRequest& request);
 
-  // Drops the job's messages set aside by every receiver.
+  // Drops the job's messages set aside by every receiver, and the
+  // channels whose other process is gone.
   void ForgetJob(const std::string& job_id);
 
  private:

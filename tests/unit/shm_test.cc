@@ -395,6 +395,14 @@ TEST(ShmNetworkTest, SameHostPeersAttachAndExchange) {
                          In(absl::Seconds(5)), kNever)
                   .ok());
   EXPECT_EQ(out, data);
+  // The sender goes away: the next job's end unmaps its channel.
+  p.b->ForgetJob("j");
+  EXPECT_NE(p.b->ReceiverFrom("a:1"), nullptr);
+  sender.reset();
+  p.a.reset();
+  EXPECT_FALSE(receiver->SenderAlive());
+  p.b->ForgetJob("j");
+  EXPECT_EQ(p.b->ReceiverFrom("a:1"), nullptr);
 }
 
 TEST(ShmNetworkTest, OtherHostsAndNoShmStayOnGrpc) {
