@@ -24,10 +24,18 @@ int UpCommand(const UpFlags& f) {
   options.num_workers = f.workers;
   options.listen = f.listen;
   options.log_level = f.log_level;
+  options.security = f.security;
+  if (f.insecure) options.coordinator_args.push_back("--insecure");
   auto cluster = LocalCluster::Start(options);
   if (!cluster.ok())
     return ReportError(cluster.status(), kExitUnavailable, false);
   std::cout << (*cluster)->address() << std::endl;
+  if (!(*cluster)->token_file().empty()) {
+    std::cerr << "token: " << (*cluster)->token_file()
+              << " (shardctl on this machine finds it; elsewhere use "
+                 "--token-file or SHARDMAP_TOKEN)"
+              << std::endl;
+  }
   std::cerr << "shardmap cluster ready: coordinator at "
             << (*cluster)->address() << " with " << f.workers << " worker"
             << (f.workers == 1 ? "" : "s") << "; Ctrl-C stops it" << std::endl;

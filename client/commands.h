@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/credentials.h"
 
 namespace shardmap {
 
@@ -31,6 +32,7 @@ struct RunFlags {
   bool json = false;
   double timeout_seconds = 600;
   std::string traceparent;  // W3C trace context; empty: a new trace
+  Security security;        // for --local: the cluster's TLS files and token
 };
 int RunCommand(const RunFlags& flags);
 
@@ -38,6 +40,8 @@ struct UpFlags {
   int workers = 1;
   std::string listen = "127.0.0.1:7070";
   std::string log_level = "warn";
+  bool insecure = false;  // passed to the coordinator
+  Security security;      // the cluster's TLS files and token
 };
 int UpCommand(const UpFlags& flags);
 

@@ -10,7 +10,8 @@
 //   70 internal error
 //   73 cannot create an output file
 //   75 temporary failure: deadline exceeded, resources exhausted; retry
-//   77 permission denied / unauthenticated
+//   77 permission denied / unauthenticated (missing or wrong token)
+//   78 bad security configuration (kExitConfig, core/credentials.h)
 #ifndef SHARDMAP_CLIENT_EXIT_CODES_H_
 #define SHARDMAP_CLIENT_EXIT_CODES_H_
 

@@ -9,6 +9,7 @@
 
 #include <climits>
 #include <cstring>
+#include <iostream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -20,9 +21,10 @@ namespace shardmap {
 namespace {
 
 // Starts `argv` with stdout on a pipe (returned through *stdout_fd, or
-// closed if null) and stderr inherited. The child dies with us.
+// closed if null), stderr inherited and SHARDMAP_TOKEN = `token`. The
+// child dies with us.
 absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv,
-                            int* stdout_fd) {
+                            const std::string& token, int* stdout_fd) {
   if (access(argv[0].c_str(), X_OK) != 0) {
     return absl::UnavailableError(
         absl::StrCat("cannot run ", argv[0], ": ", std::strerror(errno)));
@@ -44,6 +46,7 @@ absl::StatusOr<pid_t> Spawn(const std::vector<std::string>& argv,
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     signal(SIGPIPE, SIG_DFL);
+    setenv(kTokenEnv, token.c_str(), 1);
     dup2(fds[1], STDOUT_FILENO);
     std::vector<char*> args;
     for (const std::string& a : argv)
@@ -106,12 +109,25 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   const absl::Time deadline = absl::Now() + options.start_timeout;
   std::unique_ptr<LocalCluster> cluster(new LocalCluster());
 
+  std::string token = options.security.token();
+  if (token.empty()) {
+    SHARD_ASSIGN_OR_RETURN(token, NewRandomToken());
+  }
+  const std::vector<std::string> tls = options.security.ChildArgs();
+  auto command = [&](const char* binary, std::vector<std::string> args) {
+    args.insert(args.begin(), dir + "/" + binary);
+    args.insert(args.end(), tls.begin(), tls.end());
+    return args;
+  };
+  std::vector<std::string> coordinator_args = {
+      "--listen", options.listen, "--log-level", options.log_level};
+  coordinator_args.insert(coordinator_args.end(),
+                          options.coordinator_args.begin(),
+                          options.coordinator_args.end());
   int fd = -1;
   SHARD_ASSIGN_OR_RETURN(
       cluster->coordinator_pid_,
-      Spawn({dir + "/shardmap-coordinator", "--listen", options.listen,
-             "--log-level", options.log_level},
-            &fd));
+      Spawn(command("shardmap-coordinator", coordinator_args), token, &fd));
   auto address =
       ReadAnnouncement(fd, "shardmap-coordinator listening on ", deadline);
   close(fd);
@@ -119,15 +135,31 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
     return Annotate(address.status(), "starting shardmap-coordinator");
   }
   cluster->address_ = *address;
+  cluster->client_security_ = options.security.Channels();
+  cluster->client_security_.token = token;
+  if (options.security.token().empty()) {
+    // Best effort: without the file, clients need SHARDMAP_TOKEN.
+    if (absl::Status written = WriteLocalToken(cluster->address_, token);
+        written.ok()) {
+      cluster->token_file_ = LocalTokenPath(cluster->address_);
+    } else {
+      std::cerr << "warning: cannot keep the cluster's token: "
+                << written.message() << std::endl;
+    }
+  }
   for (int i = 0; i < options.num_workers; ++i) {
     SHARD_ASSIGN_OR_RETURN(
         pid_t pid,
-        Spawn({dir + "/shardmap-worker", "--coordinator", cluster->address_,
-               "--listen", "127.0.0.1:0", "--log-level", options.log_level},
-              nullptr));
+        Spawn(command("shardmap-worker",
+                      {"--coordinator", cluster->address_, "--listen",
+                       "127.0.0.1:0", "--log-level", options.log_level}),
+              token, nullptr));
     cluster->worker_pids_.push_back(pid);
   }
-  SHARD_ASSIGN_OR_RETURN(auto client, ShardClient::Create({cluster->address_}));
+  ShardClient::Options client_options;
+  client_options.address = cluster->address_;
+  client_options.security = cluster->client_security_;
+  SHARD_ASSIGN_OR_RETURN(auto client, ShardClient::Create(client_options));
   SHARD_RETURN_IF_ERROR(client->WaitForWorkers(
       options.num_workers,
       std::max(absl::ZeroDuration(), deadline - absl::Now())));
@@ -137,6 +169,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
 LocalCluster::~LocalCluster() { StopAll(); }
 
 void LocalCluster::StopAll() {
+  if (!token_file_.empty()) unlink(token_file_.c_str());
+  token_file_.clear();
   std::vector<pid_t> pids = worker_pids_;
   if (coordinator_pid_ > 0) pids.push_back(coordinator_pid_);
   for (pid_t p : pids) kill(p, SIGTERM);

@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/credentials.h"
 
 namespace shardmap {
 
@@ -30,6 +31,13 @@ class LocalCluster {
     // Bound on start-up: coordinator ready and every worker registered.
     absl::Duration start_timeout = absl::Seconds(30);
     std::string log_level = "warn";
+    // TLS files for every process (Security::ChildArgs) and the token. With
+    // no token, the cluster makes a random one and writes it where clients
+    // of its address find it (LocalTokenPath); either way the processes get
+    // it through SHARDMAP_TOKEN, never on their command lines.
+    Security security;
+    // Extra flags for the coordinator, e.g. --insecure.
+    std::vector<std::string> coordinator_args;
   };
 
   // Starts the processes and waits until every worker has registered.
@@ -46,6 +54,10 @@ class LocalCluster {
   const std::string& address() const { return address_; }
   const std::vector<pid_t>& worker_pids() const { return worker_pids_; }
   pid_t coordinator_pid() const { return coordinator_pid_; }
+  // What a client of this cluster needs: its TLS and its token.
+  const ChannelSecurity& client_security() const { return client_security_; }
+  // The file holding the token this cluster made, or "" if it was given one.
+  const std::string& token_file() const { return token_file_; }
 
   // Directory of the running executable.
   static std::string SelfDir();
@@ -55,6 +67,8 @@ class LocalCluster {
   void StopAll();
 
   std::string address_;
+  ChannelSecurity client_security_;
+  std::string token_file_;
   pid_t coordinator_pid_ = -1;
   std::vector<pid_t> worker_pids_;
 };

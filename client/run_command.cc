@@ -276,6 +276,7 @@ int RunCommand(const RunFlags& f) {
   if (f.local > 0) {
     LocalCluster::Options options;
     options.num_workers = f.local;
+    options.security = f.security;
     auto started = LocalCluster::Start(options);
     if (!started.ok()) {
       return ReportError(started.status(), kExitUnavailable, f.json);
@@ -283,7 +284,10 @@ int RunCommand(const RunFlags& f) {
     cluster = *std::move(started);
     address = cluster->address();
   }
-  auto client = ShardClient::Create({address});
+  ShardClient::Options client_options;
+  client_options.address = address;
+  if (cluster) client_options.security = cluster->client_security();
+  auto client = ShardClient::Create(client_options);
   if (!client.ok()) return ReportError(client.status(), kExitUsage, f.json);
   const absl::Time start = absl::Now();
   auto result = (*client)->Run(run.job);

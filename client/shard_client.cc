@@ -15,7 +15,9 @@
 namespace shardmap {
 
 ShardClient::ShardClient(const Options& options) : options_(options) {
-  stub_ = v1::Coordinator::NewStub(MakeChannel(options_.address));
+  stub_ = v1::Coordinator::NewStub(
+      options_.security ? MakeChannel(options_.address, *options_.security)
+                        : MakeChannel(options_.address));
 }
 
 absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Create(

@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/credentials.h"
 #include "core/mesh.h"
 #include "core/partition_spec.h"
 #include "core/proto_convert.h"
@@ -82,6 +83,8 @@ class ShardClient {
     std::string address = "127.0.0.1:7070";  // the coordinator
     // Deadline of the quick RPCs (status, functions).
     absl::Duration rpc_timeout = absl::Seconds(10);
+    // TLS and token; unset: the process's default (core/credentials.h).
+    std::optional<ChannelSecurity> security = std::nullopt;
   };
   static absl::StatusOr<std::unique_ptr<ShardClient>> Create(
       const Options& options);

@@ -4,6 +4,7 @@
 
 #include "client/commands.h"
 #include "client/exit_codes.h"
+#include "core/credentials.h"
 #include "core/process_tuning.h"
 
 namespace {
@@ -55,7 +56,12 @@ Exit codes: 0 ok, 64 usage, 65 bad input data (also: no resident array of
 that name), 66 missing input file or checkpoint, 69 unavailable (also: a
 lost resident array), 70 internal, 73 cannot create output (also: a
 resident array of another shape holds the name; use --overwrite),
-75 temporary failure (health: NOT_SERVING), 77 permission denied.
+75 temporary failure (health: NOT_SERVING), 77 permission denied or not authenticated (token or
+certificate), 78 bad security configuration.
+
+Security: --tls-cert, --tls-key, --tls-ca (and --tls-server-name) make the
+connection TLS; the bearer token comes from --token-file or SHARDMAP_TOKEN,
+else from the file `shardctl up` keeps for the address dialled.
 )EX";
 
 }  // namespace
@@ -67,6 +73,11 @@ int main(int argc, char** argv) {
   app.footer(kExamples);
   app.set_version_flag("--version", SHARDMAP_VERSION);
   app.require_subcommand(1);
+  // The security flags belong to shardctl itself; fallthrough lets them
+  // follow the subcommand: shardctl run --token-file F ...
+  app.fallthrough();
+  SecurityOptions security_options;
+  AddSecurityFlags(app, security_options, /*server=*/false);
 
   RunFlags run;
   CLI::App* run_cmd = app.add_subcommand("run", "run one job");
@@ -127,6 +138,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   up_cmd->add_option("--log-level", up.log_level, "log level of the processes")
       ->capture_default_str();
+  up_cmd->add_flag("--insecure", up.insecure,
+                   "let the coordinator listen on a non-loopback --listen "
+                   "without TLS (warns loudly)");
 
   QueryFlags status;
   CLI::App* status_cmd = app.add_subcommand(
@@ -266,6 +280,15 @@ int main(int argc, char** argv) {
               << "\nRun with --help for usage." << std::endl;
     return kExitUsage;
   }
+  auto security = Security::Load(security_options);
+  if (!security.ok()) return ReportConfigError(security.status());
+  ChannelSecurity channels = security->Channels();
+  // Without a token, use the one a local cluster (shardctl up) keeps for
+  // the address dialled, if any.
+  channels.discover_local_token = true;
+  SetDefaultChannelSecurity(channels);
+  run.security = *security;
+  up.security = *security;
   if (run_cmd->parsed()) return RunCommand(run);
   if (up_cmd->parsed()) return UpCommand(up);
   if (status_cmd->parsed()) return StatusCommand(status);

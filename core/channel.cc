@@ -6,7 +6,9 @@
 #include <grpcpp/support/channel_arguments.h>
 
 #include "core/chunking.h"
+#include "core/credentials.h"
 #include "core/keepalive.h"
+#include "core/token_auth.h"
 
 namespace shardmap {
 
@@ -19,6 +21,11 @@ const KeepalivePolicy& Keepalive() {
 }
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  return MakeChannel(address, DefaultChannelSecurity());
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const ChannelSecurity& security) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
@@ -33,8 +40,24 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // transfer runs and costs loopback streams about a quarter of their
   // throughput; the default window is as good without it.
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(),
-                                   args);
+  if (!security.server_name.empty()) {
+    args.SetSslTargetNameOverride(security.server_name);
+  }
+  std::string token = security.token;
+  if (token.empty() && security.discover_local_token) {
+    token = ReadLocalToken(address);
+  }
+  std::vector<
+      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+      interceptors;
+  if (!token.empty()) {
+    interceptors.push_back(std::make_unique<TokenInterceptorFactory>(token));
+  }
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      address,
+      security.credentials ? security.credentials
+                           : grpc::InsecureChannelCredentials(),
+      args, std::move(interceptors));
 }
 
 void ConfigureServerBuilder(grpc::ServerBuilder& builder) {

@@ -12,8 +12,14 @@
 
 namespace shardmap {
 
-// An insecure channel to `address` (HOST:PORT) with shardmap's limits.
+struct ChannelSecurity;  // core/credentials.h
+
+// A channel to `address` (HOST:PORT) with shardmap's limits and the
+// process's default security (TLS and token, core/credentials.h).
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
+// The same with the given security.
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
+                                           const ChannelSecurity& security);
 
 // Applies the same limits and keepalive policy to a server.
 void ConfigureServerBuilder(grpc::ServerBuilder& builder);

@@ -9,7 +9,7 @@ PACKAGES=(
   libabsl-dev libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev
   nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
   libzip-dev zlib1g-dev libxxhash-dev prometheus-cpp-dev
-  python3 python3-numpy
+  python3 python3-numpy python3-grpcio openssl
   iproute2 nftables
 )
 

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "core/channel.h"
+#include "core/credentials.h"
 #include "core/drain_gate.h"
 #include "core/logging.h"
 #include "core/metrics_endpoint.h"
@@ -58,6 +59,8 @@ int main(int argc, char** argv) {
                  "workers before failing with UNAVAILABLE")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  SecurityOptions security_options;
+  AddSecurityFlags(app, security_options, /*server=*/true);
   app.set_version_flag("--version", SHARDMAP_VERSION);
   CLI11_PARSE(app, argc, argv);
   if (absl::Status s =
@@ -66,6 +69,9 @@ int main(int argc, char** argv) {
     std::cerr << "error: INVALID_ARGUMENT: " << s.message() << "\n";
     return 64;
   }
+  auto security =
+      Security::ForServer(security_options, {listen}, "shardmap-coordinator");
+  if (!security.ok()) return ReportConfigError(security.status());
   BlockTerminationSignals();
 
   WorkerPool::Options pool_options;
@@ -127,7 +133,8 @@ int main(int argc, char** argv) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, security->ServerCredentials("coordinator"),
+                           &port);
   ConfigureServerBuilder(builder);
   builder.RegisterService(&coordinator);
   builder.RegisterService(&registry);

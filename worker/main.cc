@@ -11,6 +11,7 @@
 #include <random>
 
 #include "core/channel.h"
+#include "core/credentials.h"
 #include "core/drain_gate.h"
 #include "core/logging.h"
 #include "core/metrics_endpoint.h"
@@ -82,6 +83,8 @@ int main(int argc, char** argv) {
   app.add_flag("--no-shm", no_shm,
                "exchange collective data with workers on this host over gRPC "
                "too, not shared memory (also env SHARDMAP_NO_SHM=1)");
+  SecurityOptions security_options;
+  AddSecurityFlags(app, security_options, /*server=*/true);
   CLI11_PARSE(app, argc, argv);
   BlockTerminationSignals();
   auto rank = ResolveRank(SystemRankSources(rank_flag, rank_from_hostname));
@@ -92,6 +95,9 @@ int main(int argc, char** argv) {
     std::cerr << "error: INVALID_ARGUMENT: " << logging.message() << "\n";
     return 64;
   }
+  auto security =
+      Security::ForServer(security_options, {listen}, "shardmap-worker");
+  if (!security.ok()) return ReportConfigError(security.status());
 
   FunctionRegistry registry;
   RegisterBuiltins(registry);
@@ -109,7 +115,8 @@ int main(int argc, char** argv) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(listen, security->ServerCredentials("worker"),
+                           &port);
   ConfigureServerBuilder(builder);
   PeerNetwork::Options network_options;
   network_options.incarnation = NewIncarnation();

@@ -5,9 +5,13 @@ suites that only submit jobs. ProcessCluster starts the coordinator and
 each worker by hand, for suites that kill, stop or restart them.
 Environment: SHARDMAP_BIN_DIR = directory of the binaries (default
 build/bin); SHARDMAP_CLUSTER_LOG = a file for the cluster's log.
+Every cluster requires a bearer token, as a deployed one would: the
+servers and shardctl inherit it through SHARDMAP_TOKEN (set here unless
+the caller set one).
 """
 import json
 import os
+import secrets
 import signal
 import subprocess
 import time
@@ -16,6 +20,7 @@ BIN = os.environ.get(
     "SHARDMAP_BIN_DIR",
     os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin"))
 SHARDCTL = os.path.join(BIN, "shardctl")
+os.environ.setdefault("SHARDMAP_TOKEN", secrets.token_hex(16))
 
 
 def stop(proc, timeout=10):
