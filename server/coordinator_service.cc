@@ -87,6 +87,17 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
     if (!entered.ok()) return fail(entered.status());
     pass = *std::move(entered);
   }
+  // Refused before anything is read or allocated.
+  struct Running {
+    std::atomic<int>* n;
+    ~Running() { --*n; }
+  } running{&running_};
+  if (const int others = running_++; options_.max_concurrent_jobs > 0 &&
+                                     others >= options_.max_concurrent_jobs) {
+    return fail(absl::ResourceExhaustedError(
+        absl::StrCat("the coordinator already runs ", others,
+                     " jobs, its --max-concurrent-jobs limit; retry later")));
+  }
   v1::RunJobRequest request;
   if (!stream->Read(&request) || !request.has_spec()) {
     return fail(absl::InvalidArgumentError(
@@ -118,9 +129,10 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
       index_);
   if (!plan.ok()) return fail(plan.status());
   if (plan->input_bytes() > options_.max_job_bytes) {
-    return fail(absl::ResourceExhaustedError(absl::StrCat(
-        "the job's arguments total ", plan->input_bytes(),
-        " bytes, over the coordinator's limit of ", options_.max_job_bytes)));
+    return fail(absl::ResourceExhaustedError(
+        absl::StrCat("the job's arguments total ", plan->input_bytes(),
+                     " bytes, over the coordinator's --max-job-bytes of ",
+                     options_.max_job_bytes, " bytes")));
   }
   auto workers = pool_->Acquire(plan->mesh.num_devices());
   if (!workers.ok()) return fail(workers.status());

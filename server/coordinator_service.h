@@ -28,8 +28,11 @@ class CoordinatorService final : public v1::Coordinator::Service {
   struct Options {
     // A job whose client set no deadline, or a later one, gets this one.
     absl::Duration max_job_time = absl::Minutes(10);
-    // Largest total of argument bytes one job may bring.
+    // Largest total of argument bytes one job may bring (--max-job-bytes;
+    // the job runner adds the returned outputs to it).
     uint64_t max_job_bytes = uint64_t{16} << 30;
+    // Jobs running at once; one more is RESOURCE_EXHAUSTED (0: no limit).
+    int max_concurrent_jobs = 64;
     // --expect-workers: reported by GetClusterStatus.
     int64_t expected_workers = 0;
     // When set, every job first calls it with its deadline and fails with
@@ -87,6 +90,7 @@ class CoordinatorService final : public v1::Coordinator::Service {
   NameLocks* const locks_;            // Not owned.
   WorkerCalls* const calls_;          // Not owned.
   std::atomic<int64_t> next_job_{0};
+  std::atomic<int> running_{0};  // RunJob calls in progress
   std::atomic<int64_t> completed_{0};
   std::atomic<int64_t> failed_{0};
 };

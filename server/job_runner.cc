@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <thread>
@@ -91,6 +92,10 @@ struct JobHeader {
   const std::vector<uint64_t>* state_versions;   // per state
   bool two_phase;
   uint64_t epoch;  // this coordinator's start
+  // Returned output bytes received so far, by all devices; with the
+  // job's argument bytes they must stay under max_job_bytes.
+  std::atomic<uint64_t>* returned_bytes;
+  uint64_t max_job_bytes;
 };
 
 v1::ResidentSource SourceOf(const ResidentArray& a,
@@ -204,6 +209,20 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
       result.outputs.push_back(*meta);
       result.digests.push_back(response.outputs().digests(o));
       if (plan.StoredAs(o).empty() && plan.IsOutputRepresentative(o, d)) {
+        const uint64_t returned =
+            common.returned_bytes->fetch_add(meta->num_bytes()) +
+            meta->num_bytes();
+        if (plan.input_bytes() + returned > common.max_job_bytes) {
+          return Abandon(
+              ch, absl::ResourceExhaustedError(absl::StrCat(
+                      "the job's arguments (", plan.input_bytes(),
+                      " bytes) and the outputs it returns (at least ", returned,
+                      " bytes) are over the coordinator's "
+                      "--max-job-bytes of ",
+                      common.max_job_bytes,
+                      " bytes; store large outputs as resident arrays "
+                      "(--out @NAME) instead")));
+        }
         auto t = Tensor::Create(meta->dtype, meta->shape);
         if (!t.ok()) return Abandon(ch, t.status());
         result.blocks.emplace_back(*std::move(t));
@@ -297,13 +316,11 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   // Issued last, right before the headers go out: every ticket handed out
   // is sent to its worker (unless the job is aborted meanwhile).
   const std::vector<uint64_t> tickets = IssueTickets(workers);
-  const JobHeader header{&workers,
-                         &tickets,
-                         options_.collective_timeout,
-                         &output_versions,
-                         &state_versions,
-                         two_phase,
-                         epoch_};
+  std::atomic<uint64_t> returned_bytes{0};
+  const JobHeader header{
+      &workers,         &tickets,        options_.collective_timeout,
+      &output_versions, &state_versions, two_phase,
+      epoch_,           &returned_bytes, options_.max_job_bytes};
   JobAbort abort(n);
   // Set by this thread when a worker stops being live mid-job.
   std::vector<absl::Status> lost(n);
@@ -511,7 +528,7 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Collect(
     }
     SHARD_ASSIGN_OR_RETURN(Tensor out,
                            Tensor::Create(meta0.dtype, layout.global_shape(),
-                                          options_.max_output_bytes));
+                                          options_.max_job_bytes));
     for (int64_t d = 0; d < n; ++d) {
       if (!plan.IsOutputRepresentative(o, d)) continue;
       std::optional<Tensor>& block = results[d]->blocks[o];

@@ -40,9 +40,10 @@ struct JobOutput {
 class JobRunner {
  public:
   struct Options {
-    // Largest output the coordinator assembles; over it the job fails with
-    // RESOURCE_EXHAUSTED before allocating.
-    uint64_t max_output_bytes = uint64_t{16} << 30;
+    // Largest job (--max-job-bytes): its argument bytes plus the bytes of
+    // the outputs it returns. Outputs over it fail the job with
+    // RESOURCE_EXHAUSTED before the coordinator allocates them.
+    uint64_t max_job_bytes = uint64_t{16} << 30;
     // While a job runs, each of its workers is checked this often with
     // `check_live`; a worker that fails the check fails the job with
     // UNAVAILABLE at once, instead of at the job's deadline. This is what

@@ -47,6 +47,16 @@ int main(int argc, char** argv) {
                  "seconds a collective may wait for one peer message before "
                  "its job fails with DEADLINE_EXCEEDED")
       ->capture_default_str();
+  uint64_t max_job_bytes = uint64_t{16} << 30;
+  int max_concurrent_jobs = 64;
+  app.add_option("--max-job-bytes", max_job_bytes,
+                 "largest job: its argument bytes plus the bytes of the "
+                 "outputs it returns, checked before they are allocated")
+      ->capture_default_str();
+  app.add_option("--max-concurrent-jobs", max_concurrent_jobs,
+                 "jobs running at once; more are refused with "
+                 "RESOURCE_EXHAUSTED (0: no limit)")
+      ->capture_default_str();
   int64_t expect_workers = 0;
   double init_timeout = 30;
   app.add_option("--expect-workers", expect_workers,
@@ -91,6 +101,7 @@ int main(int argc, char** argv) {
     return pool.CheckLive(w.id);
   };
   runner_options.collective_timeout = absl::Seconds(collective_timeout);
+  runner_options.max_job_bytes = max_job_bytes;
   ResidentIndex index(
       [&pool](const std::string& id) { return pool.CheckLive(id).ok(); });
   NameLocks locks;
@@ -99,6 +110,8 @@ int main(int argc, char** argv) {
   DeadlineWatchdog watchdog;
   CoordinatorService::Options service_options;
   service_options.max_job_time = absl::Seconds(max_job_seconds);
+  service_options.max_job_bytes = max_job_bytes;
+  service_options.max_concurrent_jobs = max_concurrent_jobs;
   service_options.expected_workers = expect_workers;
   service_options.gate = &gate;
   CoordinatorMetrics metrics;

@@ -27,8 +27,8 @@
 #include "worker/rank.h"
 #include "worker/resident_store.h"
 #include "worker/shard_executor.h"
-#include "worker/worker_metrics.h"
 #include "worker/shm_network.h"
+#include "worker/worker_metrics.h"
 #include "worker/worker_service.h"
 
 namespace {
@@ -58,6 +58,12 @@ int main(int argc, char** argv) {
                  "HOST:PORT others dial to reach this worker (default: the "
                  "listen host and the bound port)");
   double collective_timeout = 30;
+  uint64_t memory_budget = 0;
+  app.add_option("--memory-budget", memory_budget,
+                 "bytes of resident arrays plus job buffers this worker may "
+                 "hold; jobs over it get RESOURCE_EXHAUSTED before "
+                 "allocating (0: no limit)")
+      ->capture_default_str();
   std::string state_dir;
   app.add_option("--state-dir", state_dir,
                  "keep resident blocks in this directory, and rejoin with them "
@@ -139,6 +145,8 @@ int main(int argc, char** argv) {
   service_options.gate = &gate;
   service_options.shm = &shm;
   ResidentStore store(state_dir);
+  MemoryBudget budget(memory_budget, [&store] { return store.Bytes(); });
+  service_options.budget = &budget;
   if (auto loaded = store.LoadDirectory(); !loaded.ok()) {
     std::cerr << "error: " << StatusCodeName(loaded.status().code()) << ": "
               << loaded.status().message() << "\n";

@@ -164,4 +164,13 @@ void ResidentStore::Drop(const std::string& name) {
   Unpersist(name);
 }
 
+uint64_t ResidentStore::Bytes() const {
+  absl::MutexLock lock(&mu_);
+  uint64_t total = 0;
+  for (const auto& [name, versions] : blocks_) {
+    for (const Block& b : versions) total += b.data ? b.data->num_bytes() : 0;
+  }
+  return total;
+}
+
 }  // namespace shardmap

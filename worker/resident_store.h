@@ -46,6 +46,9 @@ class ResidentStore {
   absl::StatusOr<Block> Find(const std::string& name, uint64_t version) const;
   // Every (name, newest block) held, for listings and checkpoints.
   std::vector<std::pair<std::string, Block>> All() const;
+  // Bytes of every block held, previous versions included (staged writes
+  // are their jobs' to count).
+  uint64_t Bytes() const;
 
   // Keeps `block` as the next version of `name` once `job_id` commits.
   void Stage(const std::string& job_id, const std::string& name, Block block);

@@ -22,7 +22,8 @@ namespace {
 // Reads the job header and argument chunks into a ShardCall.
 absl::StatusOr<ShardCall> ReceiveCall(
     grpc::ServerReaderWriter<v1::ShardResponse, v1::ShardRequest>* stream,
-    uint64_t max_job_bytes, std::vector<bool>* send_outputs,
+    uint64_t max_job_bytes, MemoryBudget* budget,
+    MemoryBudget::Reservation* reserved, std::vector<bool>* send_outputs,
     v1::ShardJob* header) {
   v1::ShardRequest request;
   if (!stream->Read(&request) || !request.has_job()) {
@@ -40,10 +41,10 @@ absl::StatusOr<ShardCall> ReceiveCall(
   call.kwargs_json = job.kwargs_json();
   send_outputs->assign(job.send_outputs().begin(), job.send_outputs().end());
   uint64_t total = 0;
+  std::vector<std::optional<ArrayMeta>> metas;  // none: a resident argument
   for (int i = 0; i < job.args_size(); ++i) {
     if (i < job.resident_args_size() && !job.resident_args(i).name().empty()) {
-      // Fetched from its holders once the job's turn comes.
-      call.args.emplace_back(DType::kFloat32, Shape{0});
+      metas.emplace_back();  // fetched from its holders at the job's turn
       continue;
     }
     SHARD_ASSIGN_OR_RETURN(
@@ -55,7 +56,20 @@ absl::StatusOr<ShardCall> ReceiveCall(
           "job ", job.job_id(), " brings more than ", max_job_bytes,
           " argument bytes to device ", job.device_id()));
     }
-    SHARD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(meta.dtype, meta.shape));
+    metas.push_back(meta);
+  }
+  if (budget != nullptr) {
+    SHARD_ASSIGN_OR_RETURN(
+        *reserved,
+        budget->Reserve(total, absl::StrCat("job ", job.job_id(), " device ",
+                                            job.device_id(), "'s arguments")));
+  }
+  for (const std::optional<ArrayMeta>& meta : metas) {
+    if (!meta.has_value()) {
+      call.args.emplace_back(DType::kFloat32, Shape{0});
+      continue;
+    }
+    SHARD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(meta->dtype, meta->shape));
     call.args.push_back(std::move(t));
   }
   ChunkSequencer sequencer = ChunkSequencer::ForTensors(call.args, "argument");
@@ -99,8 +113,10 @@ grpc::Status WorkerService::RunShard(
   }
   std::vector<bool> send_outputs;
   v1::ShardJob header;
+  MemoryBudget::Reservation arguments_memory, outputs_memory;
   absl::StatusOr<ShardCall> call =
-      ReceiveCall(stream, options_.max_job_bytes, &send_outputs, &header);
+      ReceiveCall(stream, options_.max_job_bytes, options_.budget,
+                  &arguments_memory, &send_outputs, &header);
   if (!call.ok()) return ToGrpcStatus(call.status());
   const std::string job_id = call->job_id;
   const int64_t device = call->device_id;
@@ -164,6 +180,14 @@ grpc::Status WorkerService::RunShard(
   transport.reset();
   turn.reset();
   if (!outputs.ok()) return ToGrpcStatus(outputs.status());
+  if (options_.budget != nullptr) {
+    uint64_t bytes = 0;
+    for (const Tensor& t : *outputs) bytes += t.num_bytes();
+    auto reserved = options_.budget->Reserve(
+        bytes, absl::StrCat("job ", job_id, " device ", device, "'s outputs"));
+    if (!reserved.ok()) return ToGrpcStatus(reserved.status());
+    outputs_memory = *std::move(reserved);
+  }
   // Describe every output before the stored ones move into the store.
   v1::ShardResponse response;
   v1::ShardOutputs* described = response.mutable_outputs();

@@ -16,6 +16,7 @@
 #include "worker/block_reader.h"
 #include "worker/grpc_peer_transport.h"
 #include "worker/job_sequencer.h"
+#include "worker/memory_budget.h"
 #include "worker/resident_store.h"
 #include "worker/shard_executor.h"
 #include "worker/shm_network.h"
@@ -33,6 +34,10 @@ class WorkerService final : public v1::Worker::Service {
     DrainGate* gate = nullptr;
     // Shared memory to co-located peers; null: gRPC only. Not owned.
     ShmNetwork* shm = nullptr;
+    // --memory-budget: jobs reserve their argument bytes before they are
+    // allocated and their output bytes before they are sent or stored
+    // (null: no budget).
+    MemoryBudget* budget = nullptr;
   };
   // `network` may be null: jobs then run without collectives.
   WorkerService(const Options& options, const ShardExecutor* executor,
