@@ -138,7 +138,11 @@ def setUpModule():
               "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n"
               "extendedKeyUsage=serverAuth,clientAuth\n")
     MTLS = Cluster(2, tls_flags(), TOKEN)
-    wait_for_workers(MTLS.address, 2, tls_flags(), TOKEN)
+    try:
+        wait_for_workers(MTLS.address, 2, tls_flags(), TOKEN)
+    except AssertionError:  # tearDownModule does not run then
+        MTLS.close()
+        raise
 
 
 def tearDownModule():
@@ -297,7 +301,11 @@ class PlaintextTokenTest(unittest.TestCase):
     def setUpClass(cls):
         cls.token = "plain-" + os.urandom(8).hex()
         cls.cluster = Cluster(1, [], cls.token)
-        wait_for_workers(cls.cluster.address, 1, [], cls.token)
+        try:
+            wait_for_workers(cls.cluster.address, 1, [], cls.token)
+        except AssertionError:
+            cls.cluster.close()
+            raise
 
     @classmethod
     def tearDownClass(cls):
