@@ -12,8 +12,6 @@
 
 namespace shardmap {
 
-namespace v1 = ::shardmap::v1;
-
 struct ArrayMeta {
   DType dtype = DType::kFloat32;
   Shape shape;

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
 # Installs everything shardmap needs to build and test, from Debian's
 # packages only. Safe to run again: apt-get skips what is already there.
+# Usage: scripts/setup.sh [--build-only]   (--build-only: just what the three
+# binaries need to compile, as deploy/Dockerfile's build stage uses it)
 set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev
-  nlohmann-json3-dev libgtest-dev libgmock-dev libbenchmark-dev
+  nlohmann-json3-dev
   libzip-dev zlib1g-dev libxxhash-dev prometheus-cpp-dev
-  python3 python3-numpy python3-grpcio openssl
-  iproute2 nftables
 )
+if [[ "${1:-}" != "--build-only" ]]; then
+  PACKAGES+=(libgtest-dev libgmock-dev libbenchmark-dev python3 python3-numpy
+             python3-grpcio iproute2 nftables)
+  # Deploy manifests (docker-compose config, YAML), fuzzing (libFuzzer),
+  # test certificates.
+  PACKAGES+=(docker-compose python3-yaml clang-14 libclang-rt-14-dev openssl)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

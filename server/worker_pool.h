@@ -22,8 +22,6 @@
 
 namespace shardmap {
 
-namespace v1 = ::shardmap::v1;
-
 class WorkerPool {
  public:
   struct Options {
