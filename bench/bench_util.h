@@ -42,15 +42,21 @@ inline std::string ProcPath(pid_t pid, const char* file) {
          file;
 }
 
-// Peak RSS (VmHWM) of process `pid` (0: this one) in KiB, or -1.
-inline long ReadHwmKb(pid_t pid = 0) {
+// A "Field:   123 kB" line of /proc/<pid>/status (0: this process) in
+// KiB, or -1.
+inline long ReadStatusKb(pid_t pid, const std::string& field) {
   std::ifstream f(ProcPath(pid, "status"));
   std::string line;
   while (std::getline(f, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
+    if (line.rfind(field, 0) == 0) {
+      return std::atol(line.c_str() + field.size());
+    }
   }
   return -1;
 }
+
+// Peak RSS (VmHWM) of process `pid` (0: this one) in KiB, or -1.
+inline long ReadHwmKb(pid_t pid = 0) { return ReadStatusKb(pid, "VmHWM:"); }
 
 // Starts a new peak for `pid` (0: this one); Linux >= 4.0, best effort.
 inline void ResetHwm(pid_t pid = 0) {
