@@ -11,9 +11,8 @@
 #include "absl/strings/strip.h"
 
 namespace shardmap {
-namespace {
 
-bool IsIdentifier(absl::string_view s) {
+bool IsAxisName(absl::string_view s) {
   if (s.empty()) return false;
   if (!(std::isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_')) {
     return false;
@@ -24,8 +23,6 @@ bool IsIdentifier(absl::string_view s) {
   }
   return true;
 }
-
-}  // namespace
 
 Mesh::Mesh(std::vector<MeshAxis> axes) : axes_(std::move(axes)) {
   for (const MeshAxis& a : axes_) num_devices_ *= a.size;
@@ -39,7 +36,7 @@ absl::StatusOr<Mesh> Mesh::Create(std::vector<MeshAxis> axes) {
   absl::flat_hash_set<std::string> seen;
   int64_t devices = 1;
   for (const MeshAxis& a : axes) {
-    if (!IsIdentifier(a.name)) {
+    if (!IsAxisName(a.name)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "mesh axis name '", a.name,
           "' is not an identifier (letters, digits and '_', not starting "

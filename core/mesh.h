@@ -21,6 +21,10 @@ struct MeshAxis {
   int64_t size = 1;
 };
 
+// Whether `s` can name a mesh axis: a Python identifier (letters, digits
+// and '_', not starting with a digit).
+bool IsAxisName(absl::string_view s);
+
 class Mesh {
  public:
   // Largest mesh accepted; far beyond any cluster of ordinary machines.

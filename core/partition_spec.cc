@@ -101,10 +101,20 @@ class SpecParser {
         pos_ = start - 1;
         return Error("empty axis name");
       }
+      if (!IsAxisName(name)) {
+        pos_ = start - 1;
+        return Error(
+            absl::StrCat("axis name '", name, "' is not an identifier"));
+      }
       return name;
     }
+    const size_t start = pos_;
     std::string id = Identifier();
     if (id.empty()) return Error("expected an axis name, None or a tuple");
+    if (!IsAxisName(id)) {
+      pos_ = start;
+      return Error(absl::StrCat("axis name '", id, "' is not an identifier"));
+    }
     return id;
   }
 

@@ -155,6 +155,11 @@ TEST(PartitionSpecParseTest, MalformedTextReportsPosition) {
       {"None None", "at position 5", "unexpected text after None"},
       {"P(,)", "at position 2", "expected an axis name, None or a tuple"},
       {"P(('x', None))", "", "None inside a tuple of axis names"},
+      // Found by fuzz/spec_mesh_fuzzer: a quoted name holding the other
+      // quote was accepted and printed back as text that does not parse.
+      {"P(\"i''\")", "at position 2", "axis name 'i''' is not an identifier"},
+      {"P('a b')", "at position 2", "axis name 'a b' is not an identifier"},
+      {"P(('x', 1))", "at position 8", "axis name '1' is not an identifier"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.text);
