@@ -379,7 +379,8 @@ int Run(const Options& o) {
 
   std::vector<std::unique_ptr<ShardClient>> clients;
   for (int t = 0; t < o.clients; ++t) {
-    auto client = ShardClient::Create({(*cluster)->address()});
+    auto client = ShardClient::Create({(*cluster)->address(), absl::Seconds(10),
+                                       (*cluster)->client_security()});
     if (!client.ok()) {
       std::fprintf(stderr, "load_test: %s\n",
                    client.status().ToString().c_str());
