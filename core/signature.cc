@@ -63,6 +63,11 @@ absl::StatusOr<nlohmann::json> ParseKwargs(absl::string_view text) {
     return absl::InvalidArgumentError(absl::StrCat("malformed --kwargs JSON '",
                                                    text, "' at byte ", e.byte,
                                                    ": ", e.what()));
+  } catch (const nlohmann::json::exception& e) {
+    // E.g. a number too large for a double (out_of_range), which would
+    // otherwise escape and end the process.
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed --kwargs JSON '", text, "': ", e.what()));
   }
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(

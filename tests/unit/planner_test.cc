@@ -524,3 +524,22 @@ TEST(PlannerErrorTest, MeshAxisNamedNoneIsRefused) {
 
 }  // namespace
 }  // namespace shardmap
+
+namespace shardmap {
+namespace {
+
+// Found by fuzz/job_spec_fuzzer: a number too large for a double made
+// nlohmann throw out_of_range, which ParseKwargs did not catch, so the
+// coordinator ended on such a request.
+TEST(ParseKwargsTest, NumberOverflowIsInvalidArgument) {
+  const absl::StatusOr<nlohmann::json> k =
+      ParseKwargs(R"({"perm": [[1, 444444444444444e4444444444444444444440]]})");
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(
+      absl::StrContains(k.status().message(), "malformed --kwargs JSON"))
+      << k.status();
+}
+
+}  // namespace
+}  // namespace shardmap
