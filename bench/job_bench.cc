@@ -81,7 +81,10 @@ int Run(int workers, int tiny_iters, int clients, double seconds,
     return 1;
   }
   const std::string address = (*cluster)->address();
-  auto client = ShardClient::Create({address});
+  // The local cluster's token (and TLS settings, if any).
+  const ShardClient::Options client_options{address, absl::Seconds(10),
+                                            (*cluster)->client_security()};
+  auto client = ShardClient::Create(client_options);
   if (!client.ok()) {
     std::fprintf(stderr, "job_bench: %s\n", client.status().ToString().c_str());
     return 1;
@@ -124,7 +127,7 @@ int Run(int workers, int tiny_iters, int clients, double seconds,
     std::vector<std::thread> threads;
     for (int i = 0; i < clients; ++i) {
       threads.emplace_back([&] {
-        auto c = ShardClient::Create({address});
+        auto c = ShardClient::Create(client_options);
         if (!c.ok()) {
           failed = true;
           return;
