@@ -122,7 +122,13 @@ def netns_unavailable():
                        text=True)
     if p.returncode != 0:
         return f"ip netns add failed: {p.stderr.strip()}"
+    # Entering one remounts / as a slave, which fails where / is not a mount
+    # point (a chroot, some containers).
+    p = subprocess.run(["ip", "-n", probe, "link", "set", "lo", "up"],
+                       capture_output=True, text=True)
     subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    if p.returncode != 0:
+        return f"cannot enter a network namespace: {p.stderr.strip()}"
     return None
 
 
