@@ -48,7 +48,11 @@ absl::Status PeerLink::Send(const v1::PeerFrame& header,
                             absl::Span<const uint8_t> payload,
                             absl::Time deadline,
                             const std::function<absl::Status()>& aborted) {
-  const size_t bytes = payload.size();
+  // Copied into its slice before the lock; at most one fragment per sender
+  // is held outside the bounded queue.
+  grpc::ByteBuffer frame = EncodeFrame(header, payload);
+  const size_t bytes = frame.Length();
+  bool start = false;
   {
     absl::MutexLock lock(&mu_);
     while (broken_.ok() && queued_bytes_ > 0 &&
@@ -67,18 +71,6 @@ absl::Status PeerLink::Send(const v1::PeerFrame& header,
                             std::min(deadline, now + kAbortPoll));
     }
     if (!broken_.ok()) return broken_;
-    // Reserve the room now; the copy into the frame happens unlocked.
-    queued_bytes_ += bytes;
-  }
-  grpc::ByteBuffer frame = EncodeFrame(header, payload);
-  bool start = false;
-  {
-    absl::MutexLock lock(&mu_);
-    if (!broken_.ok()) {
-      queued_bytes_ -= bytes;
-      return broken_;
-    }
-    queued_bytes_ -= bytes;  // EnqueueLocked counts it again
     EnqueueLocked(std::move(frame), &start);
   }
   worker_metrics::PeerBytesSent(peer_address_, payload.size());
