@@ -6,10 +6,7 @@ Environment: SHARDMAP_BIN_DIR = directory of shardctl and the servers.
 """
 import json
 import os
-import subprocess
 import sys
-import tempfile
-import time
 import unittest
 
 import numpy as np
@@ -20,7 +17,7 @@ import shardmap_ref as ref  # noqa: E402
 
 BIN = harness.BIN
 SHARDCTL = harness.SHARDCTL
-TIMEOUT = 120  # seconds; every subprocess call is bounded
+TIMEOUT = harness.SUBPROCESS_TIMEOUT
 
 CLUSTER = None
 ADDRESS = None
@@ -29,7 +26,7 @@ TMP = None
 
 def setUpModule():
     global CLUSTER, ADDRESS, TMP
-    TMP = tempfile.TemporaryDirectory(prefix="shardmap-cli-test-")
+    TMP = harness.Scratch("shardmap-cli-test-")
     CLUSTER = harness.UpCluster(workers=8)
     ADDRESS = CLUSTER.address
 
@@ -39,25 +36,15 @@ def tearDownModule():
     TMP.cleanup()
 
 
-_counter = [0]
-
-
 def save(array):
-    _counter[0] += 1
-    path = os.path.join(TMP.name, f"in{_counter[0]}.npy")
-    np.save(path, array)
-    return path
+    return TMP.save(array)
 
 
 def out_path():
-    _counter[0] += 1
-    return os.path.join(TMP.name, f"out{_counter[0]}.npy")
+    return TMP.out_path()
 
 
-def shardctl(*args, timeout=TIMEOUT):
-    p = subprocess.run([SHARDCTL, *args], capture_output=True, text=True,
-                       timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
+shardctl = harness.shardctl
 
 
 def run_job(mesh, fn, args, in_specs, out_spec, kwargs=None, extra=(),

@@ -14,13 +14,48 @@ import os
 import secrets
 import signal
 import subprocess
+import tempfile
 import time
+
+import numpy as np
 
 BIN = os.environ.get(
     "SHARDMAP_BIN_DIR",
     os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin"))
 SHARDCTL = os.path.join(BIN, "shardctl")
 os.environ.setdefault("SHARDMAP_TOKEN", secrets.token_hex(16))
+SUBPROCESS_TIMEOUT = 120  # seconds; every shardctl call is bounded
+
+
+def shardctl(*args, timeout=SUBPROCESS_TIMEOUT):
+    """Runs shardctl; returns (exit code, stdout, stderr)."""
+    p = subprocess.run([SHARDCTL, *args], capture_output=True, text=True,
+                       timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+class Scratch:
+    """A temporary directory that hands out fresh names and .npy paths."""
+
+    def __init__(self, prefix):
+        self._dir = tempfile.TemporaryDirectory(prefix=prefix)
+        self.name = self._dir.name
+        self._count = 0
+
+    def fresh(self, stem):
+        self._count += 1
+        return f"{stem}{self._count}"
+
+    def save(self, array):
+        path = os.path.join(self.name, self.fresh("in") + ".npy")
+        np.save(path, array)
+        return path
+
+    def out_path(self):
+        return os.path.join(self.name, self.fresh("out") + ".npy")
+
+    def cleanup(self):
+        self._dir.cleanup()
 
 
 def stop(proc, timeout=10):

@@ -8,12 +8,9 @@ Environment: SHARDMAP_BIN_DIR = directory of shardctl and the servers;
 SHARDMAP_CLUSTER_LOG = a file for the cluster's logs (info level), else
 they are dropped.
 """
-import itertools
 import json
 import os
-import subprocess
 import sys
-import tempfile
 import unittest
 
 import numpy as np
@@ -24,7 +21,7 @@ import shardmap_ref as ref  # noqa: E402
 
 BIN = harness.BIN
 SHARDCTL = harness.SHARDCTL
-TIMEOUT = 120  # seconds; every subprocess call is bounded
+TIMEOUT = harness.SUBPROCESS_TIMEOUT
 
 CLUSTER = None
 ADDRESS = None
@@ -33,7 +30,7 @@ TMP = None
 
 def setUpModule():
     global CLUSTER, ADDRESS, TMP
-    TMP = tempfile.TemporaryDirectory(prefix="shardmap-resident-test-")
+    TMP = harness.Scratch("shardmap-resident-test-")
     CLUSTER = harness.UpCluster(workers=8)
     ADDRESS = CLUSTER.address
 
@@ -43,28 +40,19 @@ def tearDownModule():
     TMP.cleanup()
 
 
-_counter = [0]
-
-
 def fresh(stem):
-    _counter[0] += 1
-    return f"{stem}{_counter[0]}"
+    return TMP.fresh(stem)
 
 
 def save(array):
-    path = os.path.join(TMP.name, fresh("in") + ".npy")
-    np.save(path, array)
-    return path
+    return TMP.save(array)
 
 
 def out_path():
-    return os.path.join(TMP.name, fresh("out") + ".npy")
+    return TMP.out_path()
 
 
-def shardctl(*args, timeout=TIMEOUT):
-    p = subprocess.run([SHARDCTL, *args], capture_output=True, text=True,
-                       timeout=timeout)
-    return p.returncode, p.stdout, p.stderr
+shardctl = harness.shardctl
 
 
 def ctl(*args):
