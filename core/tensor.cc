@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/buffer_cache.h"
+#include "core/idle_release.h"
 
 namespace shardmap {
 int64_t NumElements(const Shape& shape) {
@@ -31,6 +32,7 @@ void Tensor::AlignedDelete::operator()(uint8_t* p) const {
 std::unique_ptr<uint8_t[], Tensor::AlignedDelete> Tensor::Allocate(
     size_t bytes) {
   // Never a null pointer, even for zero bytes, so data() is always valid.
+  NoteMemoryActivity();
   return std::unique_ptr<uint8_t[], AlignedDelete>(
       BufferCache::Global().Allocate(bytes), AlignedDelete{bytes});
 }

@@ -105,8 +105,10 @@ std::shared_ptr<ShmSender> ShmNetwork::Ask(const std::string& address,
       request.set_nonce(ring->nonce());
       request.set_capacity(ring->capacity());
     } else {
-      spdlog::debug("shm: cannot create a ring for {}: {}", address,
-                    created.status().ToString());
+      spdlog::warn(
+          "shm: cannot create a ring for {}, which stays on gRPC: {} (a "
+          "container needs a larger /dev/shm: shm_size in compose)",
+          address, std::string(created.status().message()));
     }
   }
   grpc::ClientContext context;

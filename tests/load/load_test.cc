@@ -8,11 +8,17 @@
 // every sum and product is exact in every dtype and summation order).
 //
 // After --warmup jobs that are not measured, the jobs run in four
-// quarters. After each, with the cluster idle, VmRSS
-// of the coordinator and of every worker is read from /proc/PID/status;
-// after the last quarter it may exceed the reading after the first by at
-// most --max-rss-growth. A sampler also records RSS while jobs run (mean
-// and max of the first and last quarter, for the report).
+// quarters, each the same mix of kinds and sizes (with other values).
+// After each, with the cluster idle and its caches given back, VmRSS of the
+// coordinator and of every worker is read from /proc/PID/status. After the
+// last quarter, the cluster's total may exceed its reading after the first
+// by at most --max-rss-growth (10%), and so may each process, or by
+// --rss-slack-mib (8 MiB) where that is more: an idle process holds 25-45
+// MiB, and gRPC keeps each connection's read buffer at the size of its
+// recent messages, which moves one process's reading by a few MiB from
+// quarter to quarter. 8 MiB over 1,500 jobs still catches a leak of 6 KB
+// per job. A sampler also records RSS while jobs run (mean and max of the
+// first and last quarter, for the report).
 // Fails (exit 1) on any job error, any wrong result, or RSS growth (unless
 // --no-rss-check); prints jobs/s, latency p50/p99 and the RSS figures.
 #include <unistd.h>
@@ -44,6 +50,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// After a quarter: long enough for every server to have gone quiet and
+// given its caches back (core/idle_release.h: 1 s of quiet, checked every
+// 250 ms).
+constexpr auto kIdleWait = std::chrono::milliseconds(2500);
+
 struct Options {
   int clients = 16;
   int jobs = 2000;
@@ -52,6 +63,7 @@ struct Options {
   int big_every = 80;
   int64_t big_bytes = int64_t{64} << 20;
   double max_rss_growth = 0.10;
+  double rss_slack_mib = 8;
   bool check_rss = true;
   uint64_t seed = 1;
 };
@@ -171,9 +183,14 @@ int64_t Elements(Rng& rng) {
   return 16 * rng.Uniform(16384, 65536);          // 1 MiB .. 8 MiB
 }
 
+// Job `index`. Its kind, dtype and sizes depend on its place in a quarter
+// only, so every quarter runs the same mix (and the same memory demand) in
+// the same order; its values depend on `index`, so no two jobs move the
+// same data.
 Case MakeCase(const Options& o, int index) {
-  Rng rng(o.seed, index);
-  const bool big = o.big_every > 0 && index % o.big_every == o.big_every / 2;
+  const int place = index % std::max(1, o.jobs / 4);
+  Rng rng(o.seed, place);
+  const bool big = o.big_every > 0 && place % o.big_every == o.big_every / 2;
   const DType dtype = big ? DType::kFloat32
                           : rng.Pick({DType::kFloat32, DType::kFloat64,
                                       DType::kInt32, DType::kInt64});
@@ -440,7 +457,7 @@ int Run(const Options& o) {
     const auto t0 = Clock::now();
     run_jobs(o.jobs * (quarter - 1) / 4, o.jobs * quarter / 4, true);
     seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::this_thread::sleep_for(kIdleWait);
     idle_kb.emplace_back();
     for (pid_t p : pids) idle_kb.back().push_back(ReadRssKb(p));
   }
@@ -465,27 +482,46 @@ int Run(const Options& o) {
 
   bool rss_ok = true;
   const int q = o.jobs / 4;
+  double total_first = 0, total_last = 0;
   for (size_t p = 0; p < pids.size(); ++p) {
     const std::string name =
         p == 0 ? "coordinator" : absl::StrCat("worker ", p - 1);
     const auto first = sampler.Stats(p, 0, q);
     const auto last = sampler.Stats(p, o.jobs - q, o.jobs);
     const double idle_first = idle_kb[0][p], idle_last = idle_kb[3][p];
+    total_first += idle_first;
+    total_last += idle_last;
     const double growth = idle_first > 0 ? idle_last / idle_first - 1 : 1;
+    const double allowed_kb =
+        std::max(o.max_rss_growth * idle_first, o.rss_slack_mib * 1024.0);
     const bool ok = !o.check_rss || (idle_first > 0 && idle_last > 0 &&
-                                     growth <= o.max_rss_growth);
+                                     idle_last - idle_first <= allowed_kb);
     rss_ok = rss_ok && ok;
     std::printf(
         "rss %-12s idle after quarters 1-4: %.1f %.1f %.1f %.1f MiB "
-        "(%+.1f%%%s); while running, first quarter mean %.1f max %.1f, "
-        "last quarter mean %.1f max %.1f MiB\n",
+        "(%+.1f%%, %+.1f MiB%s; now anon %.1f, file %.1f, shmem %.1f MiB); "
+        "while running, first quarter mean %.1f max %.1f, last quarter mean "
+        "%.1f max %.1f MiB\n",
         name.c_str(), idle_kb[0][p] / 1024.0, idle_kb[1][p] / 1024.0,
         idle_kb[2][p] / 1024.0, idle_kb[3][p] / 1024.0, 100 * growth,
-        ok ? ""
-           : absl::StrFormat(", OVER %.0f%%", 100 * o.max_rss_growth).c_str(),
+        (idle_last - idle_first) / 1024,
+        ok ? "" : absl::StrFormat(", OVER %.1f MiB", allowed_kb / 1024).c_str(),
+        shardmap_bench::ReadStatusKb(pids[p], "RssAnon:") / 1024.0,
+        shardmap_bench::ReadStatusKb(pids[p], "RssFile:") / 1024.0,
+        shardmap_bench::ReadStatusKb(pids[p], "RssShmem:") / 1024.0,
         first.first / 1024, first.second / 1024.0, last.first / 1024,
         last.second / 1024.0);
   }
+  const double total_growth = total_last / total_first - 1;
+  const bool total_ok = !o.check_rss || total_growth <= o.max_rss_growth;
+  rss_ok = rss_ok && total_ok;
+  std::printf(
+      "rss cluster      idle after quarter 1 %.1f MiB, after quarter "
+      "4 %.1f MiB (%+.1f%%%s)\n",
+      total_first / 1024, total_last / 1024, 100 * total_growth,
+      total_ok
+          ? ""
+          : absl::StrFormat(", OVER %.0f%%", 100 * o.max_rss_growth).c_str());
   const bool pass = failed == 0 && rss_ok;
   std::printf("load_test: %s\n", pass ? "PASS" : "FAIL");
   return pass ? 0 : 1;
@@ -515,6 +551,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-rss-growth", o.max_rss_growth,
                  "largest allowed growth of idle RSS, after the last vs the "
                  "first quarter")
+      ->capture_default_str();
+  app.add_option("--rss-slack-mib", o.rss_slack_mib,
+                 "growth of one process's idle RSS allowed even where it is "
+                 "more than --max-rss-growth")
       ->capture_default_str();
   app.add_flag("--no-rss-check{false}", o.check_rss,
                "report the RSS figures without failing on them");

@@ -1,0 +1,54 @@
+#include "core/idle_release.h"
+
+#include <gtest/gtest.h>
+
+#include "core/buffer_cache.h"
+#include "core/tensor.h"
+
+namespace shardmap {
+namespace {
+
+// Polls `done` for up to `limit`.
+template <typename F>
+bool Eventually(F done, absl::Duration limit) {
+  const absl::Time end = absl::Now() + limit;
+  while (!done()) {
+    if (absl::Now() > end) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+// One test, since the releaser is process-wide and starts once.
+TEST(IdleReleaseTest, ReleasesOnceQuietAndNeverWhileBusy) {
+  const absl::Duration quiet = absl::Milliseconds(200);
+  StartIdleMemoryRelease(quiet);
+  BufferCache& cache = BufferCache::Global();
+
+  // Busy: a tensor every 20 ms for 1 s (5 quiet periods) keeps the cache.
+  const int64_t before = IdleMemoryReleases();
+  { Tensor keep(DType::kFloat32, {1 << 20}); }  // 4 MiB, back to the cache
+  ASSERT_GE(cache.cached_bytes(), size_t{4} << 20);
+  const absl::Time busy_end = absl::Now() + absl::Seconds(1);
+  while (absl::Now() < busy_end) {
+    Tensor small(DType::kInt32, {16});
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_GE(cache.cached_bytes(), size_t{4} << 20)
+      << "the cache was emptied while tensors were still being allocated";
+  const int64_t while_busy = IdleMemoryReleases() - before;
+  // At most one release may have begun before the first tensor above.
+  EXPECT_LE(while_busy, 1);
+
+  // Quiet: released within a few quiet periods, and only once.
+  EXPECT_TRUE(
+      Eventually([&] { return cache.cached_bytes() == 0; }, absl::Seconds(5)));
+  const int64_t after_quiet = IdleMemoryReleases();
+  EXPECT_GT(after_quiet, before + while_busy);
+  absl::SleepFor(4 * quiet);
+  EXPECT_EQ(IdleMemoryReleases(), after_quiet)
+      << "a quiet process is released once, not on every tick";
+}
+
+}  // namespace
+}  // namespace shardmap
