@@ -2,6 +2,7 @@
 // (named arrays that live on the workers) and their checkpoints.
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -171,9 +172,12 @@ int ReadError(const absl::Status& s, bool json) {
       json);
 }
 
-absl::StatusOr<std::unique_ptr<ShardClient>> Connect(
-    const std::string& address) {
-  return ShardClient::Create({address});
+absl::StatusOr<std::unique_ptr<ShardClient>> Connect(const std::string& address,
+                                                     int retries = 0) {
+  ShardClient::Options options;
+  options.address = address;
+  options.retries = retries;
+  return ShardClient::Create(options);
 }
 
 }  // namespace
@@ -195,9 +199,9 @@ int PutCommand(const PutFlags& f) {
       !layout.ok()) {
     return ReportError(layout.status(), kExitDataErr, f.json);
   }
-  auto client = Connect(f.coordinator);
+  auto client = Connect(f.coordinator, f.retries);
   if (!client.ok()) return ReportError(client.status(), kExitUsage, f.json);
-  auto info = (*client)->Put(name, *t, *mesh, *spec, f.overwrite);
+  auto info = (*client)->Put(name, *t, *mesh, *spec, f.overwrite, f.call_id);
   if (!info.ok()) {
     return ReportError(info.status(),
                        PutExitCode(**client, info.status(), name, *t), f.json);
@@ -432,8 +436,9 @@ int PutTreeCommand(const PutTreeFlags& f) {
 
 namespace {
 
-using CheckpointCall = absl::StatusOr<std::vector<v1::ResidentInfo>> (
-    ShardClient::*)(const std::string&) const;
+using CheckpointCall =
+    std::function<absl::StatusOr<std::vector<v1::ResidentInfo>>(
+        const ShardClient&, const std::string&)>;
 
 int CheckpointCommand(const CheckpointFlags& f, CheckpointCall call,
                       absl::string_view verb) {
@@ -452,7 +457,7 @@ int CheckpointCommand(const CheckpointFlags& f, CheckpointCall call,
   }
   auto client = Connect(f.coordinator);
   if (!client.ok()) return ReportError(client.status(), kExitUsage, f.json);
-  auto infos = ((**client).*call)(dir);
+  auto infos = call(**client, dir);
   if (!infos.ok()) {
     const bool missing = verb == "restored" &&
                          infos.status().code() == absl::StatusCode::kNotFound;
@@ -480,11 +485,19 @@ int CheckpointCommand(const CheckpointFlags& f, CheckpointCall call,
 }  // namespace
 
 int SaveCommand(const CheckpointFlags& f) {
-  return CheckpointCommand(f, &ShardClient::Save, "saved");
+  return CheckpointCommand(
+      f,
+      [](const ShardClient& c, const std::string& dir) { return c.Save(dir); },
+      "saved");
 }
 
 int RestoreCommand(const CheckpointFlags& f) {
-  return CheckpointCommand(f, &ShardClient::Restore, "restored");
+  return CheckpointCommand(
+      f,
+      [](const ShardClient& c, const std::string& dir) {
+        return c.Restore(dir);
+      },
+      "restored");
 }
 
 }  // namespace shardmap

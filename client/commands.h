@@ -33,6 +33,8 @@ struct RunFlags {
   double timeout_seconds = 600;
   std::string traceparent;  // W3C trace context; empty: a new trace
   Security security;        // for --local: the cluster's TLS files and token
+  std::string call_id;      // idempotency key; empty: none (or made, below)
+  int retries = 0;          // resend after UNAVAILABLE when that is safe
 };
 int RunCommand(const RunFlags& flags);
 
@@ -73,6 +75,8 @@ struct PutFlags {
   std::string spec = "P()";
   bool overwrite = false;
   bool json = false;
+  std::string call_id;
+  int retries = 0;
 };
 int PutCommand(const PutFlags& flags);
 

@@ -1,8 +1,12 @@
 #include "client/exit_codes.h"
 
+#include "client/shard_client.h"
+
 namespace shardmap {
 
 int ExitCodeForStatus(const absl::Status& status) {
+  // Never "retry" (75) for a call that must not be sent again blindly.
+  if (ShardClient::NotSafeToRetry(status)) return kExitUnavailable;
   switch (status.code()) {
     case absl::StatusCode::kOk:
       return kExitOk;
@@ -19,6 +23,8 @@ int ExitCodeForStatus(const absl::Status& status) {
     case absl::StatusCode::kDeadlineExceeded:
     case absl::StatusCode::kResourceExhausted:
       return kExitTempFail;
+    case absl::StatusCode::kAlreadyExists:  // a call_id's outputs are gone
+      return kExitCantCreate;
     case absl::StatusCode::kPermissionDenied:
     case absl::StatusCode::kUnauthenticated:
       return kExitNoPerm;

@@ -8,8 +8,11 @@
 //   69 unavailable: coordinator unreachable, not enough live workers, a
 //      worker was lost
 //   70 internal error
-//   73 cannot create an output file
+//   73 cannot create an output file; a repeated call_id whose outputs the
+//      coordinator no longer keeps (ALREADY_EXISTS)
 //   75 temporary failure: deadline exceeded, resources exhausted; retry
+//      (but 69 for a state-changing call without a call_id whose outcome is
+//      unknown: ShardClient::NotSafeToRetry)
 //   77 permission denied / unauthenticated (missing or wrong token)
 //   78 bad security configuration (kExitConfig, core/credentials.h)
 #ifndef SHARDMAP_CLIENT_EXIT_CODES_H_

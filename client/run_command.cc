@@ -177,6 +177,7 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
   run.job.check_rep = !f.no_check_rep;
   run.job.timeout = absl::Seconds(f.timeout_seconds);
   run.job.traceparent = f.traceparent;
+  run.job.call_id = f.call_id;
   SHARD_RETURN_IF_ERROR(ParseResidentNames(f, &run.job));
   SHARD_RETURN_IF_ERROR(ParseStates(f, &run.job));
   const bool resident = !run.job.resident_args.empty() ||
@@ -286,6 +287,7 @@ int RunCommand(const RunFlags& f) {
   }
   ShardClient::Options client_options;
   client_options.address = address;
+  client_options.retries = f.retries;
   if (cluster) client_options.security = cluster->client_security();
   auto client = ShardClient::Create(client_options);
   if (!client.ok()) return ReportError(client.status(), kExitUsage, f.json);

@@ -2,9 +2,11 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "core/channel.h"
 #include "core/chunking.h"
@@ -13,6 +15,64 @@
 #include "core/trace_context.h"
 
 namespace shardmap {
+namespace {
+
+constexpr char kNotSafeToRetry[] = "type.shardmap.dev/not-safe-to-retry";
+
+// A failure after which a state-changing call may or may not have been
+// applied: the connection or the deadline ended it, not the coordinator's
+// answer.
+bool OutcomeUnknown(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnavailable ||
+         s.code() == absl::StatusCode::kDeadlineExceeded ||
+         s.code() == absl::StatusCode::kCancelled;
+}
+
+absl::Status MarkNotSafeToRetry(const absl::Status& s, absl::string_view what) {
+  absl::Status marked(
+      s.code(),
+      absl::StrCat(s.message(), " (", what,
+                   " changes resident state and had no call_id, so it may or "
+                   "may not have been applied and is not safe to send again; "
+                   "check the state, or give calls a call_id)"));
+  marked.SetPayload(kNotSafeToRetry, absl::Cord("1"));
+  return marked;
+}
+
+absl::Status StatusOf(const absl::Status& s) { return s; }
+template <typename T>
+absl::Status StatusOf(const absl::StatusOr<T>& s) {
+  return s.status();
+}
+
+}  // namespace
+
+bool WritesState(const JobRequest& job) {
+  if (!job.states.empty()) return true;
+  for (const std::string& name : job.resident_outputs) {
+    if (!name.empty()) return true;
+  }
+  return false;
+}
+
+bool ShardClient::NotSafeToRetry(const absl::Status& status) {
+  return status.GetPayload(kNotSafeToRetry).has_value();
+}
+
+template <typename F>
+auto ShardClient::Retrying(bool safe, F attempt) const -> decltype(attempt()) {
+  absl::Duration backoff = absl::Milliseconds(200);
+  for (int tries = 0;; ++tries) {
+    auto result = attempt();
+    const absl::Status s = StatusOf(result);
+    if (s.ok() || s.code() != absl::StatusCode::kUnavailable || !safe ||
+        tries >= options_.retries) {
+      return result;
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(2 * backoff, absl::Seconds(5));
+  }
+}
 
 ShardClient::ShardClient(const Options& options) : options_(options) {
   stub_ = v1::Coordinator::NewStub(
@@ -29,6 +89,23 @@ absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Create(
 }
 
 absl::StatusOr<JobResult> ShardClient::Run(const JobRequest& job) const {
+  const bool writes = WritesState(job);
+  if (writes && job.call_id.empty() && options_.retries > 0) {
+    SHARD_ASSIGN_OR_RETURN(std::string call_id, NewRandomToken());
+    JobRequest keyed = job;
+    keyed.call_id = std::move(call_id);
+    return Run(keyed);
+  }
+  const bool safe = !writes || !job.call_id.empty();
+  absl::StatusOr<JobResult> r = Retrying(safe, [&] { return RunOnce(job); });
+  if (!r.ok() && !safe && OutcomeUnknown(r.status())) {
+    return MarkNotSafeToRetry(r.status(),
+                              absl::StrCat("the job ", job.function));
+  }
+  return r;
+}
+
+absl::StatusOr<JobResult> ShardClient::RunOnce(const JobRequest& job) const {
   v1::RunJobRequest request;
   v1::JobSpec* spec = request.mutable_spec();
   spec->set_function(job.function);
@@ -54,6 +131,7 @@ absl::StatusOr<JobResult> ShardClient::Run(const JobRequest& job) const {
   for (const auto& s : job.out_specs) *spec->add_out_specs() = SpecToProto(s);
   spec->set_kwargs_json(job.kwargs_json);
   spec->set_no_check_rep(!job.check_rep);
+  spec->set_call_id(job.call_id);
 
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + job.timeout));
@@ -176,11 +254,10 @@ absl::StatusOr<v1::ClusterStatusResponse> ShardClient::Status() const {
   return response;
 }
 
-absl::StatusOr<v1::ResidentInfo> ShardClient::Put(const std::string& name,
-                                                  const Tensor& array,
-                                                  const Mesh& mesh,
-                                                  const PartitionSpec& spec,
-                                                  bool overwrite) const {
+absl::StatusOr<v1::ResidentInfo> ShardClient::Put(
+    const std::string& name, const Tensor& array, const Mesh& mesh,
+    const PartitionSpec& spec, bool overwrite,
+    const std::string& call_id) const {
   // A put is the job identity(array) with the output stored.
   JobRequest job;
   job.function = "identity";
@@ -190,6 +267,7 @@ absl::StatusOr<v1::ResidentInfo> ShardClient::Put(const std::string& name,
   job.out_specs = {spec};
   job.resident_outputs = {name};
   job.overwrite = overwrite;
+  job.call_id = call_id;
   SHARD_RETURN_IF_ERROR(Run(job).status());
   SHARD_ASSIGN_OR_RETURN(std::vector<v1::ResidentInfo> found, List(name));
   for (const auto& info : found) {
@@ -236,32 +314,52 @@ absl::StatusOr<std::vector<v1::ResidentInfo>> ShardClient::List(
                                        response.arrays().end());
 }
 
-absl::Status ShardClient::Delete(const std::string& name) const {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+absl::Status ShardClient::Delete(const std::string& name,
+                                 const std::string& call_id) const {
   v1::DeleteArrayRequest request;
   request.set_name(name);
-  v1::DeleteArrayResponse response;
-  return FromGrpcStatus(stub_->DeleteArray(&context, request, &response));
+  request.set_call_id(call_id);
+  absl::Status s = Retrying(!call_id.empty(), [&] {
+    grpc::ClientContext context;
+    context.set_deadline(
+        absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+    v1::DeleteArrayResponse response;
+    return FromGrpcStatus(stub_->DeleteArray(&context, request, &response));
+  });
+  if (!s.ok() && call_id.empty() && OutcomeUnknown(s)) {
+    return MarkNotSafeToRetry(s, absl::StrCat("deleting '", name, "'"));
+  }
+  return s;
 }
 
 absl::StatusOr<std::vector<v1::ResidentInfo>> ShardClient::Save(
     const std::string& directory) const {
-  return Checkpoint(directory, /*restore=*/false);
+  // Idempotent: the directory is replaced whole by the arrays as they are.
+  return Retrying(true,
+                  [&] { return Checkpoint(directory, /*restore=*/false, ""); });
 }
 
 absl::StatusOr<std::vector<v1::ResidentInfo>> ShardClient::Restore(
-    const std::string& directory) const {
-  return Checkpoint(directory, /*restore=*/true);
+    const std::string& directory, const std::string& call_id) const {
+  auto r = Retrying(!call_id.empty(), [&] {
+    return Checkpoint(directory, /*restore=*/true, call_id);
+  });
+  if (!r.ok() && call_id.empty() && OutcomeUnknown(r.status())) {
+    return MarkNotSafeToRetry(r.status(),
+                              absl::StrCat("restoring ", directory));
+  }
+  return r;
 }
 
 absl::StatusOr<std::vector<v1::ResidentInfo>> ShardClient::Checkpoint(
-    const std::string& directory, bool restore) const {
+    const std::string& directory, bool restore,
+    const std::string& call_id) const {
   grpc::ClientContext context;
   // Every block of every array is written or read: allow minutes.
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(10)));
   v1::CheckpointRequest request;
   request.set_directory(directory);
+  request.set_call_id(call_id);
   v1::CheckpointResponse response;
   grpc::Status s = restore
                        ? stub_->RestoreCheckpoint(&context, request, &response)

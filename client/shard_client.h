@@ -64,7 +64,15 @@ struct JobRequest {
   // W3C traceparent sent with the job (the coordinator and workers log its
   // trace id); empty: Run starts a new trace.
   std::string traceparent;
+  // Idempotency key (JobSpec.call_id): a job sent again with it is not run
+  // twice. Empty: Run makes one if it may retry (Options::retries) a job
+  // that writes resident arrays.
+  std::string call_id;
 };
+
+// Whether a job changes resident state (stores outputs or binds states):
+// one that must not run twice.
+bool WritesState(const JobRequest& job);
 
 struct JobResult {
   std::string job_id;
@@ -85,6 +93,10 @@ class ShardClient {
     absl::Duration rpc_timeout = absl::Seconds(10);
     // TLS and token; unset: the process's default (core/credentials.h).
     std::optional<ChannelSecurity> security = std::nullopt;
+    // Times a call that failed with UNAVAILABLE is sent again (after 0.2 s,
+    // 0.4 s, 0.8 s, ... at most 5 s), where that is safe: a call that
+    // changes no resident state, or one with a call_id.
+    int retries = 0;
   };
   static absl::StatusOr<std::unique_ptr<ShardClient>> Create(
       const Options& options);
@@ -92,6 +104,9 @@ class ShardClient {
   // Runs one job. Errors are the coordinator's (see coordinator.proto):
   // INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, UNAVAILABLE,
   // DEADLINE_EXCEEDED; UNAVAILABLE also when the coordinator is down.
+  // A job that writes state, has no call_id and ends with UNAVAILABLE or
+  // DEADLINE_EXCEEDED may or may not have been applied: its status says so
+  // and carries the NotSafeToRetry mark.
   absl::StatusOr<JobResult> Run(const JobRequest& job) const;
   absl::StatusOr<std::vector<v1::FunctionSignature>> ListFunctions() const;
   absl::StatusOr<v1::ClusterStatusResponse> Status() const;
@@ -103,24 +118,37 @@ class ShardClient {
   absl::StatusOr<v1::ResidentInfo> Put(const std::string& name,
                                        const Tensor& array, const Mesh& mesh,
                                        const PartitionSpec& spec,
-                                       bool overwrite = false) const;
+                                       bool overwrite = false,
+                                       const std::string& call_id = "") const;
   absl::StatusOr<Tensor> Get(const std::string& name) const;
   absl::StatusOr<std::vector<v1::ResidentInfo>> List(
       const std::string& prefix = "") const;
-  absl::Status Delete(const std::string& name) const;
+  // With a call_id, a retried delete that succeeded before succeeds again.
+  absl::Status Delete(const std::string& name,
+                      const std::string& call_id = "") const;
   // Checkpoints of every resident array (see coordinator.proto).
   absl::StatusOr<std::vector<v1::ResidentInfo>> Save(
       const std::string& directory) const;
   absl::StatusOr<std::vector<v1::ResidentInfo>> Restore(
-      const std::string& directory) const;
+      const std::string& directory, const std::string& call_id = "") const;
+  // Whether `status` is a state-changing call's failure that leaves
+  // unknown whether it was applied (it had no call_id to retry with).
+  static bool NotSafeToRetry(const absl::Status& status);
+
   // Polls Status until at least `n` workers are live. DEADLINE_EXCEEDED
   // saying how many registered if `timeout` passes first.
   absl::Status WaitForWorkers(int n, absl::Duration timeout) const;
 
  private:
   explicit ShardClient(const Options& options);
+  absl::StatusOr<JobResult> RunOnce(const JobRequest& job) const;
   absl::StatusOr<std::vector<v1::ResidentInfo>> Checkpoint(
-      const std::string& directory, bool restore) const;
+      const std::string& directory, bool restore,
+      const std::string& call_id) const;
+  // Calls `attempt` until it succeeds, fails other than UNAVAILABLE, or
+  // options_.retries are spent; only once unless `safe`.
+  template <typename F>
+  auto Retrying(bool safe, F attempt) const -> decltype(attempt());
   const Options options_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 };

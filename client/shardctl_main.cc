@@ -127,6 +127,21 @@ int main(int argc, char** argv) {
                       "W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>) to send "
                       "with the job; the servers log its trace id (default: "
                       "a new trace)");
+  const auto add_retry_flags = [](CLI::App* cmd, std::string& call_id,
+                                  int& retries) {
+    cmd->add_option("--call-id", call_id,
+                    "idempotency key: the coordinator runs a call with this "
+                    "key at most once, and answers a repeat with the first "
+                    "outcome (a script that may run a command twice passes "
+                    "the same key each time)");
+    cmd->add_option("--retries", retries,
+                    "send again after UNAVAILABLE (0.2 s, 0.4 s, ...) when "
+                    "that is safe; a call that writes resident arrays gets a "
+                    "call id for it")
+        ->capture_default_str()
+        ->check(CLI::Range(0, 20));
+  };
+  add_retry_flags(run_cmd, run.call_id, run.retries);
 
   UpFlags up;
   CLI::App* up_cmd = app.add_subcommand(
@@ -197,6 +212,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   put_cmd->add_flag("--overwrite", put.overwrite,
                     "replace an array of another shape or dtype");
+  add_retry_flags(put_cmd, put.call_id, put.retries);
   coordinator_option(put_cmd, put.coordinator);
   put_cmd->add_flag("--json", put.json, "machine-readable output");
 

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "core/chunking.h"
 #include "core/proto_convert.h"
@@ -18,9 +19,84 @@ namespace {
 using JobStream =
     grpc::ServerReaderWriter<v1::RunJobResponse, v1::RunJobRequest>;
 
-// Reads the argument chunks that follow the JobSpec into whole arrays.
+// The request of a job with a call_id, without it: what a retry must
+// repeat.
+uint64_t SpecHash(const v1::JobSpec& spec) {
+  v1::JobSpec copy = spec;
+  copy.clear_call_id();
+  return absl::HashOf(copy.SerializeAsString());
+}
+
+// Folds one argument chunk into the hash of a job's data.
+uint64_t ChunkHash(uint64_t hash, const v1::ArrayChunk& chunk) {
+  return absl::HashOf(hash, chunk.index(), chunk.offset(),
+                      absl::string_view(chunk.data()));
+}
+
+// Sends a job's result, then its returned outputs as chunks.
+absl::Status SendResult(const v1::JobResult& result,
+                        const std::vector<std::shared_ptr<const Tensor>>& outs,
+                        JobStream* stream) {
+  v1::RunJobResponse response;
+  *response.mutable_result() = result;
+  if (!stream->Write(response)) {
+    return absl::CancelledError("client went away");
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (outs[i] == nullptr) continue;  // stored, not returned
+    const bool ok = SendTensorChunks(static_cast<uint32_t>(i), *outs[i],
+                                     [&](v1::ArrayChunk&& chunk) {
+                                       v1::RunJobResponse r;
+                                       *r.mutable_chunk() = std::move(chunk);
+                                       return stream->Write(r);
+                                     });
+    if (!ok) return absl::CancelledError("client went away");
+  }
+  return absl::OkStatus();
+}
+
+// Answers a retried job from its first run: reads the retry's data (which
+// must be the first run's), then sends the first run's result.
+absl::Status Replay(const std::string& call_id,
+                    const CallRegistry::Outcome& done, JobStream* stream) {
+  uint64_t data_hash = 0;
+  v1::RunJobRequest request;
+  while (stream->Read(&request)) {
+    if (!request.has_chunk()) {
+      return absl::InvalidArgumentError("a RunJob stream carries one JobSpec");
+    }
+    data_hash = ChunkHash(data_hash, request.chunk());
+  }
+  if (data_hash != done.data_hash) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "call_id '", call_id, "' was already used for ", done.job_id,
+        ", with other argument data; a new call needs a new call_id"));
+  }
+  v1::JobResult result;
+  if (!result.ParseFromString(done.response)) {
+    return absl::InternalError("a kept job result does not parse");
+  }
+  uint64_t returned = 0;
+  for (int i = 0; i < result.outputs_size(); ++i) {
+    if (i < result.stored_as_size() && !result.stored_as(i).empty()) continue;
+    auto meta = HeaderFromProto(result.outputs(i), "a kept output");
+    if (meta.ok()) returned += meta->num_bytes();
+  }
+  if (!done.outputs_kept && returned > 0) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "call_id '", call_id, "' already ran as ", done.job_id,
+        " and succeeded, but its ", returned,
+        " bytes of returned outputs were not kept (over the coordinator's "
+        "--call-memory-bytes); its effects on resident arrays stand"));
+  }
+  return SendResult(result, done.outputs, stream);
+}
+
+// Reads the argument chunks that follow the JobSpec into whole arrays;
+// `data_hash`, if set, receives their ChunkHash.
 absl::StatusOr<std::vector<Tensor>> ReceiveInputs(const JobPlan& plan,
-                                                  JobStream* stream) {
+                                                  JobStream* stream,
+                                                  uint64_t* data_hash) {
   std::vector<Tensor> inputs;
   for (const ArgPlan& a : plan.args) {
     if (a.resident.has_value()) {
@@ -36,6 +112,9 @@ absl::StatusOr<std::vector<Tensor>> ReceiveInputs(const JobPlan& plan,
   while (stream->Read(&request)) {
     if (!request.has_chunk()) {
       return absl::InvalidArgumentError("a RunJob stream carries one JobSpec");
+    }
+    if (data_hash != nullptr) {
+      *data_hash = ChunkHash(*data_hash, request.chunk());
     }
     SHARD_RETURN_IF_ERROR(sequencer.Accept(request.chunk()));
   }
@@ -111,6 +190,23 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
     absl::Status up = options_.await_bring_up(deadline);
     if (!up.ok()) return fail(up);
   }
+  // A call with an idempotency key runs once; a retry gets its outcome.
+  std::unique_ptr<CallRegistry::Claim> claim;
+  if (!spec.call_id().empty() && options_.call_registry != nullptr) {
+    auto begun =
+        options_.call_registry->Begin(spec.call_id(), SpecHash(spec),
+                                      absl::StrCat("job ", function), deadline);
+    if (!begun.ok()) return fail(begun.status());
+    if (begun->done != nullptr) {
+      spdlog::info("{}: call_id {} ran as {}; answering the retry from it",
+                   job_id, spec.call_id(), begun->done->job_id);
+      absl::Status replayed = Replay(spec.call_id(), *begun->done, stream);
+      if (!replayed.ok()) return fail(replayed);
+      done(absl::StatusCode::kOk);
+      return grpc::Status::OK;
+    }
+    claim = std::move(begun->claim);
+  }
   // Jobs that use the same resident arrays are ordered here, before they
   // plan, so each plans against the versions the one before committed.
   std::set<std::string> reads, writes;
@@ -137,7 +233,8 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
   auto workers = pool_->Acquire(plan->mesh.num_devices());
   if (!workers.ok()) return fail(workers.status());
 
-  auto inputs = ReceiveInputs(*plan, stream);
+  uint64_t data_hash = 0;
+  auto inputs = ReceiveInputs(*plan, stream, &data_hash);
   if (!inputs.ok()) return fail(inputs.status());
   auto outputs =
       runner_->Run(job_id, *plan, *std::move(inputs), *workers, deadline,
@@ -145,28 +242,30 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
   if (!outputs.ok()) return fail(outputs.status());
 
   held->reset();
-  v1::RunJobResponse response;
-  v1::JobResult* result = response.mutable_result();
-  result->set_job_id(job_id);
-  result->set_num_devices(static_cast<int32_t>(plan->mesh.num_devices()));
-  for (const JobOutput& out : *outputs) {
-    *result->add_outputs() = HeaderToProto(out.meta.dtype, out.meta.shape);
-    result->add_stored_as(out.stored_as);
+  v1::JobResult result;
+  result.set_job_id(job_id);
+  result.set_num_devices(static_cast<int32_t>(plan->mesh.num_devices()));
+  std::vector<std::shared_ptr<const Tensor>> returned;
+  for (JobOutput& out : *outputs) {
+    *result.add_outputs() = HeaderToProto(out.meta.dtype, out.meta.shape);
+    result.add_stored_as(out.stored_as);
+    returned.push_back(out.data.has_value() ? std::make_shared<const Tensor>(
+                                                  *std::move(out.data))
+                                            : nullptr);
   }
-  result->set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
-  if (!stream->Write(response)) {
-    return fail(absl::CancelledError("client went away"));
+  result.set_seconds(absl::ToDoubleSeconds(absl::Now() - start));
+  // The job is applied: from here a retry with its call_id must get this
+  // answer, even if this one never reaches the client.
+  if (claim != nullptr) {
+    auto outcome = std::make_shared<CallRegistry::Outcome>();
+    outcome->job_id = job_id;
+    outcome->response = result.SerializeAsString();
+    outcome->outputs = returned;
+    outcome->data_hash = data_hash;
+    claim->Finish(std::move(outcome));
   }
-  for (size_t i = 0; i < outputs->size(); ++i) {
-    if (!(*outputs)[i].data.has_value()) continue;  // stored, not returned
-    const bool ok =
-        SendTensorChunks(static_cast<uint32_t>(i), *(*outputs)[i].data,
-                         [&](v1::ArrayChunk&& chunk) {
-                           v1::RunJobResponse r;
-                           *r.mutable_chunk() = std::move(chunk);
-                           return stream->Write(r);
-                         });
-    if (!ok) return fail(absl::CancelledError("client went away"));
+  if (absl::Status sent = SendResult(result, returned, stream); !sent.ok()) {
+    return fail(sent);
   }
   ++completed_;
   done(absl::StatusCode::kOk);
@@ -216,11 +315,23 @@ grpc::Status CoordinatorService::ListArrays(
 grpc::Status CoordinatorService::DeleteArray(
     grpc::ServerContext* context, const v1::DeleteArrayRequest* request,
     v1::DeleteArrayResponse* response) {
-  auto held = locks_->Acquire({}, {request->name()},
-                              absl::Now() + options_.max_job_time);
+  const absl::Time deadline = absl::Now() + options_.max_job_time;
+  std::unique_ptr<CallRegistry::Claim> claim;
+  if (!request->call_id().empty() && options_.call_registry != nullptr) {
+    auto begun = options_.call_registry->Begin(
+        request->call_id(),
+        absl::HashOf(std::string("delete"), request->name()),
+        absl::StrCat("delete '", request->name(), "'"), deadline);
+    if (!begun.ok()) return ToGrpcStatus(begun.status());
+    if (begun->done != nullptr) return grpc::Status::OK;  // deleted before
+    claim = std::move(begun->claim);
+  }
+  auto held = locks_->Acquire({}, {request->name()}, deadline);
   if (!held.ok()) return ToGrpcStatus(held.status());
   auto removed = index_->Remove(request->name());
   if (!removed.ok()) return ToGrpcStatus(removed.status());
+  if (claim != nullptr)
+    claim->Finish(std::make_shared<CallRegistry::Outcome>());
   // Freeing the blocks is best effort: a worker that is gone has freed
   // them already.
   for (const std::string& address : removed->addresses) {
@@ -253,11 +364,33 @@ grpc::Status CoordinatorService::SaveCheckpoint(
 grpc::Status CoordinatorService::RestoreCheckpoint(
     grpc::ServerContext* context, const v1::CheckpointRequest* request,
     v1::CheckpointResponse* response) {
+  std::unique_ptr<CallRegistry::Claim> claim;
+  if (!request->call_id().empty() && options_.call_registry != nullptr) {
+    auto begun = options_.call_registry->Begin(
+        request->call_id(),
+        absl::HashOf(std::string("restore"), request->directory()),
+        absl::StrCat("restore from ", request->directory()),
+        absl::Now() + options_.max_job_time);
+    if (!begun.ok()) return ToGrpcStatus(begun.status());
+    if (begun->done != nullptr) {
+      if (!response->ParseFromString(begun->done->response)) {
+        return ToGrpcStatus(
+            absl::InternalError("a kept restore answer does not parse"));
+      }
+      return grpc::Status::OK;
+    }
+    claim = std::move(begun->claim);
+  }
   auto restored = shardmap::RestoreCheckpoint(request->directory(), *index_,
                                               *pool_, *calls_);
   if (!restored.ok()) return ToGrpcStatus(restored.status());
   for (const auto& a : *restored) {
     *response->add_arrays() = ResidentIndex::ToInfo(a, false);
+  }
+  if (claim != nullptr) {
+    auto outcome = std::make_shared<CallRegistry::Outcome>();
+    outcome->response = response->SerializeAsString();
+    claim->Finish(std::move(outcome));
   }
   spdlog::info("restored {} resident arrays from {}", restored->size(),
                request->directory());

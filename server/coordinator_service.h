@@ -12,6 +12,7 @@
 
 #include "absl/time/time.h"
 #include "core/drain_gate.h"
+#include "server/call_registry.h"
 #include "server/deadline_watchdog.h"
 #include "server/job_runner.h"
 #include "server/name_locks.h"
@@ -46,6 +47,9 @@ class CoordinatorService final : public v1::Coordinator::Service {
         on_job_done;
     // The SIGTERM drain; may be null. Not owned.
     DrainGate* gate = nullptr;
+    // Idempotency keys (call_id) of state-changing calls; null: call_ids
+    // are ignored. Not owned.
+    CallRegistry* call_registry = nullptr;
   };
   CoordinatorService(const Options& options, WorkerPool* pool,
                      JobRunner* runner, DeadlineWatchdog* watchdog,

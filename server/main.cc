@@ -69,6 +69,17 @@ int main(int argc, char** argv) {
                  "workers before failing with UNAVAILABLE")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  double call_memory = 600;
+  uint64_t call_memory_bytes = uint64_t{256} << 20;
+  app.add_option("--call-memory", call_memory,
+                 "seconds the outcome of a call with a call_id is kept, so a "
+                 "retry with that call_id gets it instead of running again")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--call-memory-bytes", call_memory_bytes,
+                 "returned outputs kept for such retries, newest first; a "
+                 "retry whose outputs were dropped gets ALREADY_EXISTS")
+      ->capture_default_str();
   SecurityOptions security_options;
   AddSecurityFlags(app, security_options, /*server=*/true);
   app.set_version_flag("--version", SHARDMAP_VERSION);
@@ -114,6 +125,11 @@ int main(int argc, char** argv) {
   service_options.max_concurrent_jobs = max_concurrent_jobs;
   service_options.expected_workers = expect_workers;
   service_options.gate = &gate;
+  CallRegistry::Options call_options;
+  call_options.keep = absl::Seconds(call_memory);
+  call_options.max_output_bytes = call_memory_bytes;
+  CallRegistry call_registry(call_options);
+  service_options.call_registry = &call_registry;
   CoordinatorMetrics metrics;
   std::unique_ptr<MetricsEndpoint> metrics_endpoint;
   if (!ops.metrics.empty()) {

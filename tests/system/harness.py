@@ -13,8 +13,10 @@ import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 
 import numpy as np
@@ -244,3 +246,97 @@ def wait_until_busy(pids, timeout=30, cpu=0.1):
             return
         time.sleep(0.05)
     raise AssertionError(f"processes {pids} never got busy")
+
+
+class ReplyCutProxy:
+    """A TCP proxy on 127.0.0.1 to `target` (HOST:PORT of a plaintext gRPC
+    server) that cuts a connection, both ways, at the first HTTP/2 DATA
+    frame the server sends on a stream: the server has answered (so it
+    applied the call), and the client loses the connection before it
+    hears the answer. Only the next `cuts` connections that get that far
+    are cut; the rest pass through."""
+
+    def __init__(self, target, cuts=1):
+        host, port = target.rsplit(":", 1)
+        self._target = (host, int(port))
+        self._lock = threading.Lock()
+        self._cuts = cuts
+        self.cut = 0  # connections cut so far
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.address = f"127.0.0.1:{self._listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def arm(self, cuts=1):
+        with self._lock:
+            self._cuts = cuts
+
+    def close(self):
+        self._listener.close()
+
+    def _take_cut(self):
+        with self._lock:
+            if self._cuts <= 0:
+                return False
+            self._cuts -= 1
+            self.cut += 1
+            return True
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,),
+                             daemon=True).start()
+
+    @staticmethod
+    def _close(*socks):
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def _serve(self, client):
+        try:
+            upstream = socket.create_connection(self._target, timeout=10)
+            upstream.settimeout(None)
+        except OSError:
+            client.close()
+            return
+        threading.Thread(target=self._requests, args=(client, upstream),
+                         daemon=True).start()
+        self._replies(upstream, client)
+
+    def _requests(self, client, upstream):
+        try:
+            while data := client.recv(1 << 16):
+                upstream.sendall(data)
+        except OSError:
+            pass
+        self._close(client, upstream)
+
+    def _replies(self, upstream, client):
+        pending = b""
+        try:
+            while data := upstream.recv(1 << 16):
+                pending += data
+                out = b""
+                # HTTP/2 frames: 3 bytes length, type, flags, 4 bytes stream.
+                while len(pending) >= 9:
+                    length = int.from_bytes(pending[:3], "big")
+                    if len(pending) < 9 + length:
+                        break
+                    stream = int.from_bytes(pending[5:9], "big") & 0x7FFFFFFF
+                    if pending[3] == 0 and stream > 0 and self._take_cut():
+                        client.sendall(out)
+                        self._close(client, upstream)
+                        return
+                    out += pending[:9 + length]
+                    pending = pending[9 + length:]
+                client.sendall(out)
+        except OSError:
+            pass
+        self._close(client, upstream)

@@ -307,6 +307,127 @@ class Scenario(Base):
         np.testing.assert_array_equal(read("last"), rounds * np.ones((4, 3)))
 
 
+class IdempotencyTest(Base):
+    """Scenario 17: a client retries a state-changing call after
+    UNAVAILABLE. The reply is cut on its way back (harness.ReplyCutProxy),
+    after the coordinator applied the call."""
+
+    def setUp(self):
+        super().setUp()
+        self.c = self.cluster(2)
+        code, _, err = self.ctl(self.c, "put", "acc", self.file(np.zeros(
+            (4, 3))), "--mesh", "x=2", "--spec", "P('x')")
+        self.assertEqual(code, 0, err)
+        self.proxy = harness.ReplyCutProxy(self.c.address)
+        self.addCleanup(self.proxy.close)
+
+    def accumulate(self, x, *extra, via=None):
+        """accumulate(x) into acc, through `via` (default the proxy); the
+        new buffer in self.out."""
+        self.out = os.path.join(self.tmp.name, f"out{self.count}.npy")
+        p = subprocess.run(
+            [SHARDCTL, "run", "--coordinator", via or self.proxy.address,
+             "--mesh", "x=2", "--fn", "accumulate", "--arg", self.file(x),
+             "--in-spec", "P('x')", "--out-spec", "P('x')", "--state",
+             "buffer=acc", "--state-spec", "buffer=P('x')", "--out", self.out,
+             *extra], capture_output=True, text=True, timeout=90)
+        return p.returncode, p.stderr
+
+    def acc(self):
+        path = os.path.join(self.tmp.name, f"acc{self.count}.npy")
+        self.count += 1
+        code, _, err = self.ctl(self.c, "get", "acc", "--out", path)
+        self.assertEqual(code, 0, err)
+        return np.load(path)
+
+    def test_17_a_retry_with_a_call_id_is_answered_not_applied_again(self):
+        ones = np.ones((4, 3))
+        code, err = self.accumulate(ones, "--call-id", "step-1",
+                                    "--retries", "6")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.proxy.cut, 1, "the first reply was not cut")
+        np.testing.assert_array_equal(np.load(self.out), ones)
+        np.testing.assert_array_equal(self.acc(), ones)  # applied once
+        # The same call again, straight to the coordinator: the same answer.
+        code, err = self.accumulate(ones, "--call-id", "step-1",
+                                    via=self.c.address)
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(np.load(self.out), ones)
+        np.testing.assert_array_equal(self.acc(), ones)
+        # The key with other data is refused, and changes nothing.
+        code, err = self.accumulate(2 * ones, "--call-id", "step-1",
+                                    via=self.c.address)
+        self.assertEqual(code, 65, err)
+        self.assertIn("INVALID_ARGUMENT", err)
+        self.assertIn("call_id 'step-1'", err)
+        np.testing.assert_array_equal(self.acc(), ones)
+        # A new key is a new call.
+        code, err = self.accumulate(ones, "--call-id", "step-2",
+                                    via=self.c.address)
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(self.acc(), 2 * ones)
+
+    def test_17_retries_make_their_own_call_id(self):
+        # --retries alone: shardctl gives the job a call id itself.
+        ones = np.ones((4, 3))
+        code, err = self.accumulate(ones, "--retries", "6")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.proxy.cut, 1)
+        np.testing.assert_array_equal(self.acc(), ones)
+        # A put whose reply is lost, retried: put once, listed, readable.
+        self.proxy.arm(1)
+        x = RNG.standard_normal((4, 6))
+        p = subprocess.run(
+            [SHARDCTL, "put", "w", self.file(x), "--mesh", "x=2", "--spec",
+             "P(None, 'x')", "--retries", "6", "--coordinator",
+             self.proxy.address], capture_output=True, text=True, timeout=90)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(self.proxy.cut, 2)
+        path = os.path.join(self.tmp.name, "w.npy")
+        code, _, err = self.ctl(self.c, "get", "w", "--out", path)
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(np.load(path), x)
+
+    def test_17_without_a_call_id_the_failure_says_not_safe_to_retry(self):
+        ones = np.ones((4, 3))
+        t0 = time.monotonic()
+        code, err = self.accumulate(ones, "--retries", "0")
+        self.assertEqual(self.proxy.cut, 1)
+        self.assertEqual(code, 69, err)  # not 75, "retry"
+        self.assertIn("UNAVAILABLE", err)
+        self.assertIn("not safe to send again", err)
+        self.assertLess(time.monotonic() - t0, 30)
+        # It was applied: a blind resend would have added twice.
+        np.testing.assert_array_equal(self.acc(), ones)
+
+
+    def test_17_a_repeated_delete_with_its_call_id_succeeds(self):
+        import grpc  # only here: the other cases go through shardctl
+
+        def field(number, text):  # a protobuf string field
+            data = text.encode()
+            return bytes([number << 3 | 2, len(data)]) + data
+
+        def delete(name, call_id=None):
+            request = field(1, name) + (field(2, call_id) if call_id else b"")
+            with grpc.insecure_channel(self.c.address) as ch:
+                try:
+                    ch.unary_unary("/shardmap.v1.Coordinator/DeleteArray")(
+                        request, timeout=10, metadata=[(
+                            "authorization",
+                            "Bearer " + os.environ["SHARDMAP_TOKEN"])])
+                    return grpc.StatusCode.OK, ""
+                except grpc.RpcError as e:
+                    return e.code(), e.details()
+
+        self.assertEqual(delete("acc", "rm-1")[0], grpc.StatusCode.OK)
+        self.assertEqual(delete("acc", "rm-1")[0], grpc.StatusCode.OK)
+        self.assertEqual(delete("acc")[0], grpc.StatusCode.NOT_FOUND)
+        code, details = delete("other", "rm-1")
+        self.assertEqual(code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("delete 'acc'", details)
+
+
 class InputAuditTest(Base):
     """Gaps the other suites leave in scenarios 8, 20, 24, 25, 27 and 28,
     on one shared cluster."""
