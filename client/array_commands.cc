@@ -118,28 +118,35 @@ uint64_t TotalBytes(const std::vector<v1::ResidentInfo>& infos) {
 }
 
 // The description of the array `name` in `existing` if it has another
-// dtype or shape than `t` (putting `t` there needs --overwrite).
+// dtype, shape or sharding than `t` sharded by `spec` over `mesh` (putting
+// `t` there needs --overwrite).
 std::optional<std::string> Conflict(
     const std::vector<v1::ResidentInfo>& existing, const std::string& name,
-    const Tensor& t) {
+    const Tensor& t, const Mesh& mesh, const PartitionSpec& spec) {
   for (const auto& info : existing) {
     if (info.name() != name) continue;
     auto meta = HeaderFromProto(info.header(), name);
-    if (!meta.ok() || meta->dtype != t.dtype() || meta->shape != t.shape()) {
-      return ArrayText(info);
+    auto info_mesh = MeshFromProto(info.mesh());
+    if (!meta.ok() || meta->dtype != t.dtype() || meta->shape != t.shape() ||
+        !info_mesh.ok() || info_mesh->ToString() != mesh.ToString() ||
+        !SpecFromProto(info.spec()).SplitsAlike(spec, t.shape().size())) {
+      return absl::StrCat(ArrayText(info), " sharded ",
+                          SpecFromProto(info.spec()).ToString(), " over ",
+                          MeshText(info.mesh()));
     }
   }
   return std::nullopt;
 }
 
 // The exit code of a failed put of `t` as `name`: 73 (cannot create the
-// output) when an array of another dtype or shape holds the name, as
-// opposed to a lost worker (69).
+// output) when an array of another dtype, shape or sharding holds the
+// name, as opposed to a lost worker (69).
 int PutExitCode(const ShardClient& client, const absl::Status& s,
-                const std::string& name, const Tensor& t) {
+                const std::string& name, const Tensor& t, const Mesh& mesh,
+                const PartitionSpec& spec) {
   if (s.code() == absl::StatusCode::kFailedPrecondition) {
     auto existing = client.List(name);
-    if (existing.ok() && Conflict(*existing, name, t).has_value()) {
+    if (existing.ok() && Conflict(*existing, name, t, mesh, spec).has_value()) {
       return kExitCantCreate;
     }
   }
@@ -203,8 +210,9 @@ int PutCommand(const PutFlags& f) {
   if (!client.ok()) return ReportError(client.status(), kExitUsage, f.json);
   auto info = (*client)->Put(name, *t, *mesh, *spec, f.overwrite, f.call_id);
   if (!info.ok()) {
-    return ReportError(info.status(),
-                       PutExitCode(**client, info.status(), name, *t), f.json);
+    return ReportError(
+        info.status(),
+        PutExitCode(**client, info.status(), name, *t, *mesh, *spec), f.json);
   }
   if (f.json) {
     std::cout << InfoJson(*info).dump() << std::endl;
@@ -395,7 +403,8 @@ int PutTreeCommand(const PutTreeFlags& f) {
     }
     std::vector<std::string> clashes;
     for (const TreeItem& item : *items) {
-      if (auto other = Conflict(*existing, item.name, item.array)) {
+      if (auto other = Conflict(*existing, item.name, item.array, *mesh,
+                                rules[item.rule].spec)) {
         clashes.push_back(absl::StrCat(
             item.name, " (", *other, ", new ",
             ShapeString(item.array.dtype(), item.array.shape()), ")"));
@@ -404,7 +413,7 @@ int PutTreeCommand(const PutTreeFlags& f) {
     if (!clashes.empty()) {
       return ReportError(
           absl::FailedPreconditionError(absl::StrCat(
-              "resident arrays of another dtype or shape hold ",
+              "resident arrays of another dtype, shape or sharding hold ",
               absl::StrJoin(clashes, ", "),
               "; nothing was put (use --overwrite to replace them)")),
           kExitCantCreate, f.json);
@@ -420,7 +429,9 @@ int PutTreeCommand(const PutTreeFlags& f) {
           Annotate(info.status(),
                    absl::StrCat(item.name, " (", i, " of ", items->size(),
                                 " arrays were put before it)")),
-          PutExitCode(**client, info.status(), item.name, item.array), f.json);
+          PutExitCode(**client, info.status(), item.name, item.array, *mesh,
+                      rules[item.rule].spec),
+          f.json);
     }
     bytes += info->bytes();
     record(item, &*info);

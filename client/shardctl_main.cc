@@ -55,7 +55,9 @@ Examples:
 Exit codes: 0 ok, 64 usage, 65 bad input data (also: no resident array of
 that name), 66 missing input file or checkpoint, 69 unavailable (also: a
 lost resident array), 70 internal, 73 cannot create output (also: a
-resident array of another shape holds the name; use --overwrite),
+resident array of another shape, dtype or sharding holds the name; use
+--overwrite), 69 also for a state-changing call without --call-id that
+lost its connection or deadline (not safe to resend),
 75 temporary failure (health: NOT_SERVING), 77 permission denied or not authenticated (token or
 certificate), 78 bad security configuration.
 
@@ -106,8 +108,8 @@ int main(int argc, char** argv) {
                       "per output (repeat, in order)");
   run_cmd->add_option("--out-spec", run.out_specs, "PartitionSpec per output");
   run_cmd->add_flag("--overwrite", run.overwrite,
-                    "an --out @NAME may replace an array of another shape or "
-                    "dtype");
+                    "an --out @NAME may replace an array of another shape, "
+                    "dtype or sharding");
   run_cmd->add_option("--state", run.states,
                       "SLOT=NAME: bind the function's state slot to a "
                       "resident array (repeat)");
@@ -211,7 +213,7 @@ int main(int argc, char** argv) {
   put_cmd->add_option("--spec", put.spec, "its PartitionSpec over the mesh")
       ->capture_default_str();
   put_cmd->add_flag("--overwrite", put.overwrite,
-                    "replace an array of another shape or dtype");
+                    "replace an array of another shape, dtype or sharding");
   add_retry_flags(put_cmd, put.call_id, put.retries);
   coordinator_option(put_cmd, put.coordinator);
   put_cmd->add_flag("--json", put.json, "machine-readable output");
@@ -259,7 +261,7 @@ int main(int argc, char** argv) {
                    "it at the start")
       ->required();
   tree_cmd->add_flag("--overwrite", tree.overwrite,
-                     "replace arrays of another shape or dtype");
+                     "replace arrays of another shape, dtype or sharding");
   tree_cmd->add_flag("--dry-run", tree.dry_run,
                      "print each array's spec and rule; put nothing");
   coordinator_option(tree_cmd, tree.coordinator);

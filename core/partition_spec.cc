@@ -234,4 +234,14 @@ absl::Status PartitionSpec::Validate(const Mesh& mesh, int rank,
   return absl::OkStatus();
 }
 
+bool PartitionSpec::SplitsAlike(const PartitionSpec& o, size_t rank) const {
+  auto padded = [rank](const PartitionSpec& p) {
+    std::vector<Entry> entries;
+    if (!p.unsplit()) entries = p.entries();
+    if (entries.size() < rank) entries.resize(rank);
+    return entries;
+  };
+  return padded(*this) == padded(o);
+}
+
 }  // namespace shardmap

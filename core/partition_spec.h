@@ -56,6 +56,10 @@ class PartitionSpec {
   bool operator==(const PartitionSpec& o) const {
     return unsplit_ == o.unsplit_ && entries_ == o.entries_;
   }
+  // Whether this spec splits an array of rank `rank` as `o` does: the
+  // dimensions a spec leaves out are None, as are all of an unsplit one's
+  // (P('x') and P('x', None) alike for a matrix).
+  bool SplitsAlike(const PartitionSpec& o, size_t rank) const;
 
  private:
   std::vector<Entry> entries_;

@@ -379,8 +379,9 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   // overwrite; that is known only now.
   for (size_t o = 0; outcome.ok() && o < plan.resident_outputs.size(); ++o) {
     if (plan.StoredAs(o).empty()) continue;
-    absl::Status s = index_->CheckWrite(plan.StoredAs(o), (*outcome)[o].meta,
-                                        plan.overwrite);
+    absl::Status s =
+        index_->CheckWrite(plan.StoredAs(o), (*outcome)[o].meta, plan.mesh,
+                           plan.out_specs[o], plan.overwrite);
     if (!s.ok()) outcome = s;
   }
   commit = two_phase && outcome.ok();

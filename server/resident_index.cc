@@ -60,7 +60,8 @@ absl::StatusOr<ResidentArray> ResidentIndex::Find(
 }
 
 absl::Status ResidentIndex::CheckWrite(const std::string& name,
-                                       const ArrayMeta& meta,
+                                       const ArrayMeta& meta, const Mesh& mesh,
+                                       const PartitionSpec& spec,
                                        bool overwrite) const {
   if (absl::Status s = ValidateName(name); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
@@ -72,6 +73,14 @@ absl::Status ResidentIndex::CheckWrite(const std::string& name,
         "resident array '", name, "' is ", ShapeString(old.dtype, old.shape),
         "; writing ", ShapeString(meta.dtype, meta.shape),
         " over it needs --overwrite"));
+  }
+  const ResidentArray& a = it->second;
+  if (a.mesh.ToString() != mesh.ToString() ||
+      !a.spec.SplitsAlike(spec, meta.shape.size())) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "resident array '", name, "' is sharded ", a.spec.ToString(), " over ",
+        a.mesh.ToString(), "; writing it sharded ", spec.ToString(), " over ",
+        mesh.ToString(), " needs --overwrite"));
   }
   return absl::OkStatus();
 }

@@ -43,10 +43,15 @@ class ResidentIndex {
   // NOT_FOUND for an unknown name; FAILED_PRECONDITION naming the lost
   // worker for a lost array.
   absl::StatusOr<ResidentArray> Find(const std::string& name) const;
-  // OK if `name` may be written with `meta`: it is new, or has the same
-  // dtype and shape, or `overwrite`. FAILED_PRECONDITION otherwise;
-  // INVALID_ARGUMENT for a malformed name.
+  // OK if `name` may be written with `meta`, sharded by `spec` over
+  // `mesh`: it is new, or has the same dtype, shape and sharding (the same
+  // mesh, and the same spec once both are padded with None to the rank),
+  // or `overwrite`. FAILED_PRECONDITION otherwise, naming both; a put with
+  // another sharding replaces the array's layout, which scripts reading
+  // it by its old one would not expect. INVALID_ARGUMENT for a malformed
+  // name.
   absl::Status CheckWrite(const std::string& name, const ArrayMeta& meta,
+                          const Mesh& mesh, const PartitionSpec& spec,
                           bool overwrite) const;
   uint64_t NextVersion();
   void Commit(ResidentArray array);

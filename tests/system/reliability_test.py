@@ -254,10 +254,19 @@ class Scenario(Base):
         self.assertEqual(code, 0, err)
         code, out, _ = self.ctl(c, "ls", "--json")
         before = json.loads(out)["arrays"]
+        # With a call_id the client may try again (75); without one, a
+        # state-changing call that ran out of time may or may not have
+        # been applied as far as the client knows (69, not safe to resend).
+        self.assert_failed(self.run_job(
+            c, "spin", np.ones(8), {"axes": "x", "seconds": 60},
+            extra=["--out", "@s", "--overwrite", "--timeout", "1",
+                   "--call-id", "deadline-1"]),
+            75, "DEADLINE_EXCEEDED", within=5)
+        self.assert_idle_then_serves(c)
         self.assert_failed(self.run_job(
             c, "spin", np.ones(8), {"axes": "x", "seconds": 60},
             extra=["--out", "@s", "--overwrite", "--timeout", "1"]),
-            75, "DEADLINE_EXCEEDED", within=5)
+            69, "DEADLINE_EXCEEDED", "not safe to send again", within=5)
         self.assert_idle_then_serves(c)
         got = os.path.join(self.tmp.name, "got.npy")
         code, _, err = self.ctl(c, "get", "s", "--out", got)
@@ -545,8 +554,7 @@ class InputAuditTest(Base):
         code, _, err = self.ctl(self.c, "put", "p28", a, "--mesh", "x=2",
                                 "--spec", "P('x')")
         self.assertEqual(code, 0, err)
-        # Another dtype (resident_cli_test covers another shape); another
-        # spec of the same shape and dtype is a documented re-put.
+        # Another dtype (resident_cli_test covers another shape).
         code, _, err = self.ctl(self.c, "put", "p28", self.file(
             np.ones((4, 2), np.int32)), "--mesh", "x=2", "--spec", "P('x')")
         self.assertEqual(code, 73, err)
@@ -555,6 +563,37 @@ class InputAuditTest(Base):
         code, _, err = self.ctl(self.c, "get", "p28", "--out", got)
         self.assertEqual(code, 0, err)
         self.assertEqual(np.load(got).dtype, np.float64)
+        # The same shape and dtype in another sharding, by put or by a
+        # job's stored output: refused without --overwrite, naming both.
+        b = np.arange(8.0).reshape(4, 2)
+        code, _, err = self.ctl(self.c, "put", "p28", self.file(b), "--mesh",
+                                "x=2", "--spec", "P(None, 'x')")
+        self.assertEqual(code, 73, err)
+        self.assertIn("error: FAILED_PRECONDITION:", err)
+        self.assertIn("P('x',)", err)
+        self.assertIn("P(None, 'x')", err)
+        self.assertIn("--overwrite", err)
+        p = subprocess.run(
+            [SHARDCTL, "run", "--coordinator", self.c.address, "--mesh",
+             "x=2", "--fn", "identity", "--arg", self.file(b), "--in-spec",
+             "P()", "--out", "@p28", "--out-spec", "P()"],
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(p.returncode, 73, p.stderr)
+        self.assertIn("P()", p.stderr)
+        # Written out in full, the same sharding is no change of layout.
+        code, _, err = self.ctl(self.c, "put", "p28", self.file(b), "--mesh",
+                                "x=2", "--spec", "P('x', None)")
+        self.assertEqual(code, 0, err)
+        code, _, err = self.ctl(self.c, "put", "p28", self.file(b), "--mesh",
+                                "x=2", "--spec", "P(None, 'x')",
+                                "--overwrite")
+        self.assertEqual(code, 0, err)
+        code, out, err = self.ctl(self.c, "ls", "p28", "--json")
+        self.assertEqual(code, 0, err)
+        info = json.loads(out)["arrays"][0]
+        self.assertEqual(info["spec"], "P(None, 'x')")
+        code, _, err = self.ctl(self.c, "get", "p28", "--out", got)
+        np.testing.assert_array_equal(np.load(got), b)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ using Held = std::vector<std::tuple<std::string, uint64_t, int64_t>>;
 class ResidentIndexTest : public ::testing::Test {
  protected:
   // An array of `devices` blocks held by w0, w1, ... at 10.0.0.<d>:5000.
+  static Mesh Line() { return *Mesh::Create({{"x", 2}}); }
+  static PartitionSpec ByX() { return PartitionSpec({{"x"}}); }
+
   ResidentArray MakeArray(const std::string& name, uint64_t version,
                           int devices = 2, Shape shape = {8, 4},
                           DType dtype = DType::kFloat32) {
@@ -100,43 +103,77 @@ TEST(ResidentIndexNameTest, RejectsBadCharacters) {
 }
 
 TEST_F(ResidentIndexTest, CheckWriteNewNameIsOk) {
-  EXPECT_TRUE(
-      index_.CheckWrite("fresh", ArrayMeta{DType::kInt32, {3}}, false).ok());
+  EXPECT_TRUE(index_
+                  .CheckWrite("fresh", ArrayMeta{DType::kInt32, {3}}, Line(),
+                              ByX(), false)
+                  .ok());
 }
 
 TEST_F(ResidentIndexTest, CheckWriteRejectsMalformedName) {
   EXPECT_TRUE(
-      StatusIs(index_.CheckWrite("a//b", ArrayMeta{DType::kFloat32, {1}}, true),
+      StatusIs(index_.CheckWrite("a//b", ArrayMeta{DType::kFloat32, {1}},
+                                 Line(), ByX(), true),
                absl::StatusCode::kInvalidArgument, {"a//b"}));
 }
 
 TEST_F(ResidentIndexTest, CheckWriteSameShapeIsOk) {
   index_.Commit(MakeArray("p", 1));
-  EXPECT_TRUE(
-      index_.CheckWrite("p", ArrayMeta{DType::kFloat32, {8, 4}}, false).ok());
+  EXPECT_TRUE(index_
+                  .CheckWrite("p", ArrayMeta{DType::kFloat32, {8, 4}}, Line(),
+                              ByX(), false)
+                  .ok());
 }
 
 TEST_F(ResidentIndexTest, CheckWriteOtherShapeNeedsOverwrite) {
   index_.Commit(MakeArray("p", 1));
-  EXPECT_TRUE(StatusIs(
-      index_.CheckWrite("p", ArrayMeta{DType::kFloat32, {4, 8}}, false),
-      absl::StatusCode::kFailedPrecondition,
-      {"'p'", "float32[8,4]", "float32[4,8]", "--overwrite"}));
   EXPECT_TRUE(
-      index_.CheckWrite("p", ArrayMeta{DType::kFloat32, {4, 8}}, true).ok());
+      StatusIs(index_.CheckWrite("p", ArrayMeta{DType::kFloat32, {4, 8}},
+                                 Line(), ByX(), false),
+               absl::StatusCode::kFailedPrecondition,
+               {"'p'", "float32[8,4]", "float32[4,8]", "--overwrite"}));
+  EXPECT_TRUE(index_
+                  .CheckWrite("p", ArrayMeta{DType::kFloat32, {4, 8}}, Line(),
+                              ByX(), true)
+                  .ok());
 }
 
 TEST_F(ResidentIndexTest, CheckWriteOtherDTypeNeedsOverwrite) {
   index_.Commit(MakeArray("p", 1));
-  EXPECT_TRUE(StatusIs(
-      index_.CheckWrite("p", ArrayMeta{DType::kInt64, {8, 4}}, false),
-      absl::StatusCode::kFailedPrecondition, {"float32[8,4]", "int64[8,4]"}));
-  EXPECT_TRUE(
-      index_.CheckWrite("p", ArrayMeta{DType::kInt64, {8, 4}}, true).ok());
+  EXPECT_TRUE(StatusIs(index_.CheckWrite("p", ArrayMeta{DType::kInt64, {8, 4}},
+                                         Line(), ByX(), false),
+                       absl::StatusCode::kFailedPrecondition,
+                       {"float32[8,4]", "int64[8,4]"}));
+  EXPECT_TRUE(index_
+                  .CheckWrite("p", ArrayMeta{DType::kInt64, {8, 4}}, Line(),
+                              ByX(), true)
+                  .ok());
   // A scalar against a vector.
+  EXPECT_TRUE(StatusIs(index_.CheckWrite("p", ArrayMeta{DType::kFloat32, {}},
+                                         Line(), ByX(), false),
+                       absl::StatusCode::kFailedPrecondition,
+                       {"float32[8,4]", "float32[]"}));
+}
+
+TEST_F(ResidentIndexTest, CheckWriteOtherShardingNeedsOverwrite) {
+  index_.Commit(MakeArray("p", 1));  // float32[8,4], P('x') over x=2
+  const ArrayMeta meta{DType::kFloat32, {8, 4}};
+  // The same layout written out in full is the same sharding.
+  EXPECT_TRUE(
+      index_.CheckWrite("p", meta, Line(), PartitionSpec({{"x"}, {}}), false)
+          .ok());
   EXPECT_TRUE(StatusIs(
-      index_.CheckWrite("p", ArrayMeta{DType::kFloat32, {}}, false),
-      absl::StatusCode::kFailedPrecondition, {"float32[8,4]", "float32[]"}));
+      index_.CheckWrite("p", meta, Line(), PartitionSpec({{}, {"x"}}), false),
+      absl::StatusCode::kFailedPrecondition,
+      {"'p'", "P('x',)", "P(None, 'x')", "--overwrite"}));
+  EXPECT_TRUE(StatusIs(index_.CheckWrite("p", meta, *Mesh::Create({{"y", 2}}),
+                                         PartitionSpec({{"y"}}), false),
+                       absl::StatusCode::kFailedPrecondition, {"x=2", "y=2"}));
+  EXPECT_TRUE(
+      StatusIs(index_.CheckWrite("p", meta, Line(), PartitionSpec(), false),
+               absl::StatusCode::kFailedPrecondition, {"P()"}));
+  EXPECT_TRUE(
+      index_.CheckWrite("p", meta, Line(), PartitionSpec({{}, {"x"}}), true)
+          .ok());
 }
 
 TEST_F(ResidentIndexTest, NextVersionIncreases) {
