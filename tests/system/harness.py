@@ -140,8 +140,10 @@ class ProcessCluster:
     listen address."""
 
     def __init__(self, workers, heartbeat_timeout=1.0, coordinator_args=(),
-                 worker_args=(), prefix=lambda who: [], host="127.0.0.1"):
+                 worker_args=(), prefix=lambda who: [], host="127.0.0.1",
+                 stderr=subprocess.DEVNULL):
         self.heartbeat_timeout = heartbeat_timeout
+        self.stderr = stderr  # every process's, unless add_worker says
         self.coordinator_args = list(coordinator_args)
         self.worker_args = list(worker_args)
         self.prefix = prefix
@@ -159,15 +161,16 @@ class ProcessCluster:
             [*self.prefix("coordinator"), f"{BIN}/shardmap-coordinator",
              "--listen", f"{self.host}:{port}",
              "--heartbeat-timeout", str(self.heartbeat_timeout),
-             *self.coordinator_args])
+             *self.coordinator_args], stderr=self.stderr)
 
     def kill_coordinator(self):
         self.coordinator.kill()
         self.coordinator.wait()
         self.coordinator.stdout.close()
 
-    def add_worker(self, *extra, stderr=subprocess.DEVNULL,
-                   listen="127.0.0.1:0", who=None):
+    def add_worker(self, *extra, stderr=None, listen="127.0.0.1:0",
+                   who=None):
+        stderr = self.stderr if stderr is None else stderr
         proc, address = _start(
             [*self.prefix(len(self.workers) if who is None else who),
              f"{BIN}/shardmap-worker",

@@ -228,15 +228,22 @@ class PutGetTest(Case):
         # Another dtype is another array too.
         self.assertError(put(name, c, "x=2", "P('x')"), 73,
                          "FAILED_PRECONDITION", name)
-        # The same dtype and shape needs no --overwrite (a new version), and
-        # may change the sharding.
+        # The same dtype, shape and sharding needs no --overwrite (a new
+        # version); another sharding does (RELIABILITY.md scenario 28).
         b2 = rand((6,), np.float32)
-        self.assertOk(put(name, b2, "x=2", "P()"))
+        self.assertOk(put(name, b2, "x=2", "P('x')"))
         code, got, err = get(name)
         self.assertBitExact(got, b2)
-        info = ls(name)[name]
-        self.assertEqual(info["spec"], "P()")
-        self.assertGreater(info["version"], v1)
+        self.assertGreater(ls(name)[name]["version"], v1)
+        b3 = rand((6,), np.float32)
+        self.assertError(put(name, b3, "x=2", "P()"), 73,
+                         "FAILED_PRECONDITION", name)
+        code, got, err = get(name)
+        self.assertBitExact(got, b2, "a refused put changes nothing")
+        self.assertOk(put(name, b3, "x=2", "P()", "--overwrite"))
+        code, got, err = get(name)
+        self.assertBitExact(got, b3)
+        self.assertEqual(ls(name)[name]["spec"], "P()")
 
     def test_spec_that_does_not_fit(self):
         self.assertError(put(fresh("bad/a"), np.zeros(6, np.float32), "x=4",
@@ -343,10 +350,11 @@ class JobsTest(Case):
         x = rand((4, 6), np.float32)
         name = fresh("jobout/inplace")
         self.assertOk(put(name, x, "x=2,y=2", "P('x', 'y')"))
+        # Stored on another mesh: a change of layout, so --overwrite.
         self.assertOk(ctl("run", "--mesh", "x=2", "--fn", "scale",
                           "--arg", "@" + name, "--in-spec", "P('x')",
                           "--out", "@" + name, "--out-spec", "P('x')",
-                          "--kwargs", '{"alpha": 2.0}'))
+                          "--kwargs", '{"alpha": 2.0}', "--overwrite"))
         code, got, err = get(name)
         self.assertEqual(code, 0, err)
         self.assertBitExact(got, x * np.float32(2.0))
@@ -541,7 +549,8 @@ class CheckpointTest(Case):
         self.assertTrue({f"{prefix}/a", f"{prefix}/b"} <= saved, saved)
         self.assertTrue(os.path.isdir(directory))
         self.assertOk(ctl("rm", f"{prefix}/a"))
-        self.assertOk(put(f"{prefix}/b", np.zeros(8, np.int64), "x=4", "P()"))
+        self.assertOk(put(f"{prefix}/b", np.zeros(8, np.int64), "x=4",
+                          "P('x')"))
         code, out, err = ctl("restore", directory)
         self.assertEqual(code, 0, err)
         self.assertIn("restored", err)
