@@ -23,6 +23,11 @@ void AddServerOpsFlags(CLI::App& app, ServerOpsFlags& f) {
   app.add_option("--metrics", f.metrics,
                  "serve Prometheus metrics at http://HOST:PORT/metrics "
                  "(port 0 = any free port; off by default)");
+  app.add_option("--health-listen", f.health_listen,
+                 "also serve grpc.health.v1, and nothing else, without TLS "
+                 "or token on HOST:PORT, for Kubernetes' grpc probes: \"\" "
+                 "is readiness, \"liveness\" is SERVING while the process "
+                 "runs (off by default)");
 }
 
 void DrainAfterSignal(int sig, DrainGate& gate, double grace_seconds) {

@@ -19,6 +19,9 @@ struct ServerOpsFlags {
   std::string log_format = "text";
   double grace_seconds = 30;
   std::string metrics;  // HOST:PORT; empty = no metrics
+  // HOST:PORT of a plaintext health-only server (core/health_port.h);
+  // empty = none.
+  std::string health_listen;
 };
 void AddServerOpsFlags(CLI::App& app, ServerOpsFlags& flags);
 

@@ -10,6 +10,7 @@
 #include "core/channel.h"
 #include "core/credentials.h"
 #include "core/drain_gate.h"
+#include "core/health_port.h"
 #include "core/logging.h"
 #include "core/metrics_endpoint.h"
 #include "core/process_tuning.h"
@@ -172,9 +173,22 @@ int main(int argc, char** argv) {
     std::cerr << "error: UNAVAILABLE: cannot listen on " << listen << "\n";
     return 69;
   }
-  health.Attach(server->GetHealthCheckService());
+  HealthFanout health_fanout(server->GetHealthCheckService());
+  auto health_port =
+      HealthPort::StartIfAsked(ops.health_listen, &health_fanout);
+  if (!health_port.ok()) {
+    std::cerr << "error: UNAVAILABLE: " << health_port.status().message()
+              << "\n";
+    return 69;
+  }
+  health_fanout.SetServingStatus(kLivenessService, true);
+  health.Attach(&health_fanout);
   std::cout << "shardmap-coordinator listening on " << ReplacePort(listen, port)
             << std::endl;
+  if (*health_port) {
+    std::cout << "shardmap-coordinator health on " << (*health_port)->address()
+              << std::endl;
+  }
   if (metrics_endpoint) {
     std::cout << "shardmap-coordinator metrics on "
               << metrics_endpoint->address() << std::endl;
@@ -185,6 +199,7 @@ int main(int argc, char** argv) {
   health.Shutdown();
   DrainAfterSignal(sig, gate, ops.grace_seconds);
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  health_port->reset();
   spdlog::info("stopped");
   return 0;
 }

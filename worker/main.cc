@@ -13,6 +13,7 @@
 #include "core/channel.h"
 #include "core/credentials.h"
 #include "core/drain_gate.h"
+#include "core/health_port.h"
 #include "core/logging.h"
 #include "core/metrics_endpoint.h"
 #include "core/process_tuning.h"
@@ -180,7 +181,16 @@ int main(int argc, char** argv) {
     std::cerr << "error: UNAVAILABLE: cannot listen on " << listen << "\n";
     return 69;
   }
-  grpc::HealthCheckServiceInterface* health = server->GetHealthCheckService();
+  HealthFanout health_fanout(server->GetHealthCheckService());
+  auto health_port =
+      HealthPort::StartIfAsked(ops.health_listen, &health_fanout);
+  if (!health_port.ok()) {
+    std::cerr << "error: UNAVAILABLE: " << health_port.status().message()
+              << "\n";
+    return 69;
+  }
+  grpc::HealthCheckServiceInterface* health = &health_fanout;
+  health->SetServingStatus(kLivenessService, true);
   auto set_health = [health](bool serving) {
     health->SetServingStatus("", serving);
     health->SetServingStatus(kWorkerServiceName, serving);
@@ -190,6 +200,10 @@ int main(int argc, char** argv) {
   network->set_my_address(advertise);
   shm.set_my_address(advertise);
   std::cout << "shardmap-worker listening on " << advertise << std::endl;
+  if (*health_port) {
+    std::cout << "shardmap-worker health on " << (*health_port)->address()
+              << std::endl;
+  }
   if (metrics_endpoint) {
     std::cout << "shardmap-worker metrics on " << metrics_endpoint->address()
               << std::endl;
@@ -226,6 +240,7 @@ int main(int argc, char** argv) {
   DrainAfterSignal(sig, gate, ops.grace_seconds);
   link->reset();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+  health_port->reset();
   network.reset();
   return 0;
 }

@@ -407,8 +407,23 @@ class KubernetesTest(unittest.TestCase):
                            f"{where}: {kind} {argv[:4]} does not ask the "
                            "server's own port")
                 self.check_mounted(find, pod, c, pflags, f"{where} {kind}")
+            elif "grpc" in probe:
+                # The kubelet speaks plaintext without a token: only the
+                # health-only port can answer it, and liveness must not
+                # depend on readiness.
+                g = probe["grpc"]
+                health = port_of(flags.get("--health-listen", ":0"))
+                find.check(g.get("port") == health and
+                           ports.get("health") == health,
+                           f"{where}: {kind} grpc port {g.get('port')} is "
+                           f"not the --health-listen port {health} (a "
+                           "containerPort named health)")
+                want = "liveness" if kind == "livenessProbe" else None
+                find.check(g.get("service") == want,
+                           f"{where}: {kind} asks service "
+                           f"{g.get('service')!r}, not {want!r}")
             else:
-                action = probe.get("grpc") or probe.get("tcpSocket") or {}
+                action = probe.get("tcpSocket") or {}
                 port = action.get("port")
                 find.check(port in ports or port in ports.values(),
                            f"{where}: {kind} port {port} is not a "

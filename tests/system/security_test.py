@@ -13,9 +13,12 @@ Environment: SHARDMAP_BIN_DIR = directory of the binaries.
 """
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 import grpc
@@ -291,6 +294,76 @@ class MutualTlsTest(unittest.TestCase):
             call(ch, "/grpc.reflection.v1alpha.ServerReflection/"
                  "ServerReflectionInfo", "stream", TOKEN, b"\x3a\x00"),
             grpc.StatusCode.UNIMPLEMENTED)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class HealthPortTest(unittest.TestCase):
+    """--health-listen under mutual TLS: Kubernetes' grpc probes, which
+    send neither a certificate nor a token, read health there and nothing
+    else."""
+
+    def probe(self, address, *args):
+        p = shardctl("health", "--addr", address, "--timeout", "3", *args,
+                     token=None)
+        return p.returncode, p.stdout.strip()
+
+    def wait_probe(self, address, code, *args):
+        for _ in range(200):
+            got = self.probe(address, *args)
+            if got[0] == code:
+                return got
+            time.sleep(0.05)
+        raise AssertionError(f"probe of {address} never exited {code}")
+
+    def test_plaintext_health_port_beside_mtls(self):
+        coordinator_health = f"127.0.0.1:{free_port()}"
+        worker_health = f"127.0.0.1:{free_port()}"
+        proc, address = start(
+            [f"{BIN}/shardmap-coordinator", "--listen", "127.0.0.1:0",
+             "--expect-workers", "1", "--health-listen", coordinator_health,
+             *tls_flags()], TOKEN)
+        self.addCleanup(harness.stop, proc)
+        # Not ready without its worker, but alive.
+        self.assertEqual(self.probe(coordinator_health),
+                         (75, "NOT_SERVING"))
+        self.assertEqual(self.probe(coordinator_health, "--service",
+                                    "liveness"), (0, "SERVING"))
+        worker, _ = start(
+            [f"{BIN}/shardmap-worker", "--coordinator", address, "--listen",
+             "127.0.0.1:0", "--health-listen", worker_health, *tls_flags()],
+            TOKEN)
+        self.addCleanup(harness.stop, worker)
+        self.wait_probe(coordinator_health, 0)
+        self.wait_probe(worker_health, 0)
+        self.assertEqual(self.probe(worker_health, "--service", "liveness"),
+                         (0, "SERVING"))
+        self.assertEqual(self.probe(worker_health, "--service",
+                                    "shardmap.v1.Worker"), (0, "SERVING"))
+        # The port serves health only: no job, array or peer method, with
+        # or without the token.
+        for port, methods in ((coordinator_health, COORDINATOR_METHODS),
+                              (worker_health, WORKER_METHODS)):
+            ch = channel(port, ca=None)
+            for method, kind in methods:
+                self.assertEqual(call(ch, method, kind, TOKEN),
+                                 grpc.StatusCode.UNIMPLEMENTED, method)
+        # The main port still refuses a plaintext client.
+        p = shardctl("health", "--addr", address, "--timeout", "3",
+                     token=None)
+        self.assertEqual(p.returncode, 69, p.stderr)
+        # On SIGTERM it stops being ready (NOT_SERVING while it drains,
+        # then gone with the process).
+        worker.send_signal(signal.SIGTERM)
+        for _ in range(200):
+            if self.probe(worker_health)[0] != 0:
+                break
+            time.sleep(0.05)
+        self.assertIn(self.probe(worker_health)[0], (69, 75))
 
 
 class PlaintextTokenTest(unittest.TestCase):
