@@ -19,6 +19,19 @@
 namespace shardmap {
 namespace {
 
+// The bytes of this device's block of resident array `r` in the job's
+// sharding over `job_mesh`: what fetching (or resharding) it allocates.
+absl::StatusOr<uint64_t> ResidentBlockBytes(const v1::ResidentSource& r,
+                                            const Mesh& job_mesh) {
+  SHARD_ASSIGN_OR_RETURN(ArrayMeta meta, HeaderFromProto(r.header(), r.name()));
+  SHARD_ASSIGN_OR_RETURN(
+      BlockLayout layout,
+      BlockLayout::Create(job_mesh, SpecFromProto(r.job_spec()), meta.shape,
+                          "the job's spec", absl::StrCat("'", r.name(), "'")));
+  return static_cast<uint64_t>(NumElements(layout.block_shape())) *
+         ItemSize(meta.dtype);
+}
+
 // Reads the job header and argument chunks into a ShardCall.
 absl::StatusOr<ShardCall> ReceiveCall(
     grpc::ServerReaderWriter<v1::ShardResponse, v1::ShardRequest>* stream,
@@ -59,10 +72,26 @@ absl::StatusOr<ShardCall> ReceiveCall(
     metas.push_back(meta);
   }
   if (budget != nullptr) {
+    // Resident arguments and states are fetched at the job's turn: their
+    // blocks count too, before anything is allocated.
+    uint64_t fetched = 0;
+    for (const v1::ResidentSource& r : job.resident_args()) {
+      if (r.name().empty()) continue;
+      SHARD_ASSIGN_OR_RETURN(uint64_t bytes, ResidentBlockBytes(r, call.mesh));
+      fetched += bytes;
+    }
+    for (const v1::StateSlot& s : job.states()) {
+      SHARD_ASSIGN_OR_RETURN(uint64_t bytes,
+                             ResidentBlockBytes(s.source(), call.mesh));
+      fetched += bytes;
+    }
     SHARD_ASSIGN_OR_RETURN(
         *reserved,
-        budget->Reserve(total, absl::StrCat("job ", job.job_id(), " device ",
-                                            job.device_id(), "'s arguments")));
+        budget->Reserve(
+            total + fetched,
+            absl::StrCat("job ", job.job_id(), " device ", job.device_id(),
+                         "'s arguments",
+                         fetched > 0 ? " and resident blocks" : "")));
   }
   for (const std::optional<ArrayMeta>& meta : metas) {
     if (!meta.has_value()) {

@@ -174,6 +174,24 @@ class WorkerBudgetTest(unittest.TestCase):
             p = cluster.run(*job, "--arg", save(x))
             self.assertEqual(p.returncode, 75, p.stderr)
             self.assertIn("4800 bytes of resident arrays", p.stderr)
+            # Blocks fetched for resident arguments count too: a small one
+            # fits beside big (800 fetched, 800 out), two copies of big do
+            # not.
+            small = np.arange(100, dtype=np.float64)
+            p = subprocess.run(
+                [SHARDCTL, "put", "small", save(small), "--mesh", "x=1",
+                 "--coordinator", cluster.address],
+                capture_output=True, text=True, timeout=30)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            p = cluster.run(*job, "--arg", "@small", "--out", out)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            np.testing.assert_array_equal(np.load(out), small)
+            p = cluster.run("--mesh", "x=1", "--fn", "add", "--arg", "@big",
+                            "--arg", "@big", "--in-spec", "P('x')",
+                            "--out-spec", "P('x')")
+            self.assertEqual(p.returncode, 75, p.stderr)
+            self.assertIn("arguments and resident blocks need 9600 bytes",
+                          p.stderr)
         finally:
             cluster.close()
 
