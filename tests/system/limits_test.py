@@ -3,8 +3,7 @@ the coordinator's --max-job-bytes (arguments plus returned outputs,
 refused before allocating) and --max-concurrent-jobs, the worker's
 --memory-budget (resident arrays plus job buffers), arrays over 4 MiB
 bit-exact through the chunked streams, and one oversize message refused
-with RESOURCE_EXHAUSTED. Arrays over 2 GiB are not tested: moving them
-through 2 workers takes far longer than this suite's budget on 2 cores.
+with RESOURCE_EXHAUSTED. An array over 2 GiB is huge_array_test's.
 
 Environment: SHARDMAP_BIN_DIR = directory of the binaries.
 """
