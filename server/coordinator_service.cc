@@ -233,8 +233,9 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
   auto workers = pool_->Acquire(plan->mesh.num_devices());
   if (!workers.ok()) return fail(workers.status());
 
-  uint64_t data_hash = 0;
-  auto inputs = ReceiveInputs(*plan, stream, &data_hash);
+  uint64_t data_hash = 0;  // only a call with a key needs it
+  auto inputs =
+      ReceiveInputs(*plan, stream, claim != nullptr ? &data_hash : nullptr);
   if (!inputs.ok()) return fail(inputs.status());
   auto outputs =
       runner_->Run(job_id, *plan, *std::move(inputs), *workers, deadline,
