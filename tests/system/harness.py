@@ -18,6 +18,7 @@ import subprocess
 import tempfile
 import threading
 import time
+import unittest
 
 import numpy as np
 
@@ -27,6 +28,8 @@ BIN = os.environ.get(
 SHARDCTL = os.path.join(BIN, "shardctl")
 os.environ.setdefault("SHARDMAP_TOKEN", secrets.token_hex(16))
 SUBPROCESS_TIMEOUT = 120  # seconds; every shardctl call is bounded
+SKIPPED = 77  # exit status of a suite that skipped everything (CTest's
+#               SKIP_RETURN_CODE)
 
 
 def shardctl(*args, timeout=SUBPROCESS_TIMEOUT):
@@ -343,3 +346,40 @@ class ReplyCutProxy:
         except OSError:
             pass
         self._close(client, upstream)
+
+
+class _Result(unittest.TextTestResult):
+    """Counts tests (and subtests) that passed, to tell a suite that ran
+    nothing but skips from one that passed."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.passed = 0
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self.passed += 1
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is None:
+            self.passed += 1
+
+
+class _Runner(unittest.TextTestRunner):
+    resultclass = _Result
+
+
+def main():
+    """unittest.main for a suite's __main__, except that it exits with
+    SKIPPED (77) when every test was skipped (a skip in setUpClass
+    included) and none passed or failed: CTest then reports the suite as
+    skipped, not passed. Otherwise 0 or 1, as unittest.main would."""
+    result = unittest.main(testRunner=_Runner, exit=False,
+                           verbosity=2).result
+    if not result.wasSuccessful():
+        raise SystemExit(1)
+    if (result.skipped and result.passed == 0
+            and not result.expectedFailures):
+        raise SystemExit(SKIPPED)
+    raise SystemExit(0)

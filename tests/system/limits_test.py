@@ -132,6 +132,7 @@ class ConcurrentJobsTest(unittest.TestCase):
             first = subprocess.Popen(
                 [SHARDCTL, "run", "--coordinator", cluster.address, *job],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            self.addCleanup(harness.stop, first)  # killed if a check fails
             time.sleep(0.5)  # the first job now waits on the stopped worker
             p = cluster.run(*job)
             self.assertEqual(p.returncode, 75, p.stderr)
@@ -216,7 +217,7 @@ class LargeArraysTest(unittest.TestCase):
                              save(x), "--in-spec", "P('x')", "--out", out,
                              "--out-spec", "P('x')", timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertTrue(np.array_equal(np.load(out).view(np.uint64), bits))
+        np.testing.assert_array_equal(np.load(out).view(np.uint64), bits)
 
     def test_one_oversize_message_is_resource_exhausted(self):
         # A single 9 MiB message against the 8 MiB limit every server sets.

@@ -132,30 +132,20 @@ def netns_unavailable():
     return None
 
 
-def needs_insecure(*command):
-    """Servers and clients that refuse plaintext off loopback unless told
-    (--insecure in their help)."""
-    p = subprocess.run([*command, "--help"], capture_output=True, text=True,
-                       timeout=30)
-    return ["--insecure"] if "--insecure" in p.stdout + p.stderr else []
-
-
 class NetnsCluster(harness.ProcessCluster):
-    """Coordinator (and clients) on host 0, worker i on host i + 1."""
+    """Coordinator (and clients) on host 0, worker i on host i + 1. The
+    servers listen off loopback in plaintext, so they need --insecure."""
 
     def __init__(self, lab, workers, log_dir=None, **kw):
         self.lab = lab
-        insecure = needs_insecure(f"{harness.BIN}/shardmap-worker")
         super().__init__(
             0, host=lab.address(0),
             prefix=lambda who: (
                 lab.prefix(0) if who in ("coordinator", "client")
                 else lab.host_prefix(who + 1)),
-            coordinator_args=[*needs_insecure(
-                f"{harness.BIN}/shardmap-coordinator"),
-                *kw.pop("coordinator_args", [])],
-            worker_args=[*insecure, *kw.pop("worker_args", [])], **kw)
-        self.client_args = needs_insecure(SHARDCTL, "run")
+            coordinator_args=["--insecure",
+                              *kw.pop("coordinator_args", [])],
+            worker_args=["--insecure", *kw.pop("worker_args", [])], **kw)
         self.logs = []
         for i in range(workers):
             extra, stderr = [], subprocess.DEVNULL
@@ -202,7 +192,7 @@ class NetnsTest(unittest.TestCase):
         np.save(arg, x)
         t0 = time.monotonic()
         p = subprocess.run(
-            [*self.lab.prefix(0), SHARDCTL, "run", *c.client_args,
+            [*self.lab.prefix(0), SHARDCTL, "run",
              "--coordinator", c.address, "--mesh", MESH, "--fn", fn,
              "--arg", arg, "--in-spec", in_spec, "--out", out,
              "--out-spec", out_spec, "--kwargs", json.dumps(kwargs),
@@ -243,7 +233,7 @@ class NetnsTest(unittest.TestCase):
     def test_collectives_across_hosts(self):
         c = self.cluster(log_dir=self.tmp.name)
         p = subprocess.run(
-            [*self.lab.prefix(0), SHARDCTL, "status", *c.client_args,
+            [*self.lab.prefix(0), SHARDCTL, "status",
              "--coordinator", c.address, "--json"],
             capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
@@ -292,7 +282,7 @@ class NetnsTest(unittest.TestCase):
         arg = os.path.join(self.tmp.name, "spin.npy")
         np.save(arg, np.ones((8, 2)))
         job = subprocess.Popen(
-            [*self.lab.prefix(0), SHARDCTL, "run", *c.client_args,
+            [*self.lab.prefix(0), SHARDCTL, "run",
              "--coordinator", c.address, "--mesh", MESH, "--fn", "spin",
              "--arg", arg, "--in-spec", "P(('x', 'y'))", "--out-spec", "P()",
              "--kwargs", json.dumps({"axes": ["x", "y"], **kwargs}),
@@ -389,4 +379,4 @@ class NetnsTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2)
+    harness.main()

@@ -311,7 +311,8 @@ class OpsTest(unittest.TestCase):
                             "--spec", "P('x')", "--coordinator", coord],
                            capture_output=True, text=True, timeout=30)
         self.assertEqual(p.returncode, 0, p.stderr)
-        self.assertEqual(self.run_job(coord).returncode, 0)
+        p = self.run_job(coord)
+        self.assertEqual(p.returncode, 0, p.stderr)
         p = self.run_job(coord, mesh="y=2")
         self.assertEqual(p.returncode, 65, p.stderr)
         p = subprocess.run(

@@ -306,10 +306,16 @@ class Scenario(Base):
             self.assertEqual(code, 0, err)
             return np.load(path)
 
+        # Write i and read i are submitted alternately, so reads run while
+        # writes are still coming, not after them all.
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            writes = pool.map(write, range(rounds))
-            reads = list(pool.map(read, range(rounds)))
-            self.assertEqual(list(writes), [0] * rounds)
+            writes, reads = [], []
+            for i in range(rounds):
+                writes.append(pool.submit(write, i))
+                reads.append(pool.submit(read, i))
+            writes = [f.result() for f in writes]
+            reads = [f.result() for f in reads]
+            self.assertEqual(writes, [0] * rounds)
         for r in reads:
             self.assertTrue((r == r[0, 0]).all(), r)
             self.assertTrue(0 <= r[0, 0] <= rounds, r)
@@ -593,6 +599,7 @@ class InputAuditTest(Base):
         info = json.loads(out)["arrays"][0]
         self.assertEqual(info["spec"], "P(None, 'x')")
         code, _, err = self.ctl(self.c, "get", "p28", "--out", got)
+        self.assertEqual(code, 0, err)
         np.testing.assert_array_equal(np.load(got), b)
 
 

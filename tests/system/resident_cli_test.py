@@ -19,10 +19,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 import shardmap_ref as ref  # noqa: E402
 
-BIN = harness.BIN
-SHARDCTL = harness.SHARDCTL
-TIMEOUT = harness.SUBPROCESS_TIMEOUT
-
 CLUSTER = None
 ADDRESS = None
 TMP = None
