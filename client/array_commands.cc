@@ -2,7 +2,6 @@
 // (named arrays that live on the workers) and their checkpoints.
 #include <algorithm>
 #include <filesystem>
-#include <functional>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -127,12 +126,12 @@ std::optional<std::string> Conflict(
     if (info.name() != name) continue;
     auto meta = HeaderFromProto(info.header(), name);
     auto info_mesh = MeshFromProto(info.mesh());
+    const PartitionSpec info_spec = SpecFromProto(info.spec());
     if (!meta.ok() || meta->dtype != t.dtype() || meta->shape != t.shape() ||
-        !info_mesh.ok() || info_mesh->ToString() != mesh.ToString() ||
-        !SpecFromProto(info.spec()).SplitsAlike(spec, t.shape().size())) {
-      return absl::StrCat(ArrayText(info), " sharded ",
-                          SpecFromProto(info.spec()).ToString(), " over ",
-                          MeshText(info.mesh()));
+        !info_mesh.ok() ||
+        !SameSharding(*info_mesh, info_spec, mesh, spec, t.shape().size())) {
+      return absl::StrCat(ArrayText(info), " sharded ", info_spec.ToString(),
+                          " over ", MeshText(info.mesh()));
     }
   }
   return std::nullopt;
@@ -447,9 +446,8 @@ int PutTreeCommand(const PutTreeFlags& f) {
 
 namespace {
 
-using CheckpointCall =
-    std::function<absl::StatusOr<std::vector<v1::ResidentInfo>>(
-        const ShardClient&, const std::string&)>;
+using CheckpointCall = absl::StatusOr<std::vector<v1::ResidentInfo>> (
+    ShardClient::*)(const std::string&) const;
 
 int CheckpointCommand(const CheckpointFlags& f, CheckpointCall call,
                       absl::string_view verb) {
@@ -468,7 +466,7 @@ int CheckpointCommand(const CheckpointFlags& f, CheckpointCall call,
   }
   auto client = Connect(f.coordinator);
   if (!client.ok()) return ReportError(client.status(), kExitUsage, f.json);
-  auto infos = call(**client, dir);
+  auto infos = ((**client).*call)(dir);
   if (!infos.ok()) {
     const bool missing = verb == "restored" &&
                          infos.status().code() == absl::StatusCode::kNotFound;
@@ -496,19 +494,11 @@ int CheckpointCommand(const CheckpointFlags& f, CheckpointCall call,
 }  // namespace
 
 int SaveCommand(const CheckpointFlags& f) {
-  return CheckpointCommand(
-      f,
-      [](const ShardClient& c, const std::string& dir) { return c.Save(dir); },
-      "saved");
+  return CheckpointCommand(f, &ShardClient::Save, "saved");
 }
 
 int RestoreCommand(const CheckpointFlags& f) {
-  return CheckpointCommand(
-      f,
-      [](const ShardClient& c, const std::string& dir) {
-        return c.Restore(dir);
-      },
-      "restored");
+  return CheckpointCommand(f, &ShardClient::Restore, "restored");
 }
 
 }  // namespace shardmap

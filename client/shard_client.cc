@@ -60,13 +60,14 @@ bool ShardClient::NotSafeToRetry(const absl::Status& status) {
 }
 
 template <typename F>
-auto ShardClient::Retrying(bool safe, F attempt) const -> decltype(attempt()) {
+auto ShardClient::Retrying(bool safe, F attempt, absl::Time deadline) const
+    -> decltype(attempt()) {
   absl::Duration backoff = absl::Milliseconds(200);
   for (int tries = 0;; ++tries) {
     auto result = attempt();
     const absl::Status s = StatusOf(result);
     if (s.ok() || s.code() != absl::StatusCode::kUnavailable || !safe ||
-        tries >= options_.retries) {
+        tries >= options_.retries || absl::Now() + backoff >= deadline) {
       return result;
     }
     absl::SleepFor(backoff);
@@ -96,8 +97,21 @@ absl::StatusOr<JobResult> ShardClient::Run(const JobRequest& job) const {
     keyed.call_id = std::move(call_id);
     return Run(keyed);
   }
+  // One deadline and one trace for every attempt: --timeout bounds the
+  // whole call, and the retries show as one trace.
+  std::string traceparent = job.traceparent;
+  if (traceparent.empty()) {
+    traceparent = Traceparent::New().ToString();
+  } else if (!Traceparent::Parse(traceparent).has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("traceparent must be 00-<32 hex>-<16 hex>-<2 hex> "
+                     "(W3C trace context), got '",
+                     traceparent, "'"));
+  }
+  const absl::Time deadline = absl::Now() + job.timeout;
   const bool safe = !writes || !job.call_id.empty();
-  absl::StatusOr<JobResult> r = Retrying(safe, [&] { return RunOnce(job); });
+  absl::StatusOr<JobResult> r = Retrying(
+      safe, [&] { return RunOnce(job, deadline, traceparent); }, deadline);
   if (!r.ok() && !safe && OutcomeUnknown(r.status())) {
     return MarkNotSafeToRetry(r.status(),
                               absl::StrCat("the job ", job.function));
@@ -105,7 +119,9 @@ absl::StatusOr<JobResult> ShardClient::Run(const JobRequest& job) const {
   return r;
 }
 
-absl::StatusOr<JobResult> ShardClient::RunOnce(const JobRequest& job) const {
+absl::StatusOr<JobResult> ShardClient::RunOnce(
+    const JobRequest& job, absl::Time deadline,
+    const std::string& traceparent) const {
   v1::RunJobRequest request;
   v1::JobSpec* spec = request.mutable_spec();
   spec->set_function(job.function);
@@ -134,16 +150,7 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(const JobRequest& job) const {
   spec->set_call_id(job.call_id);
 
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + job.timeout));
-  std::string traceparent = job.traceparent;
-  if (traceparent.empty()) {
-    traceparent = Traceparent::New().ToString();
-  } else if (!Traceparent::Parse(traceparent).has_value()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("traceparent must be 00-<32 hex>-<16 hex>-<2 hex> "
-                     "(W3C trace context), got '",
-                     traceparent, "'"));
-  }
+  context.set_deadline(absl::ToChronoTime(deadline));
   context.AddMetadata(kTraceparentKey, traceparent);
   auto stream = stub_->RunJob(&context);
 
@@ -336,30 +343,23 @@ absl::StatusOr<std::vector<v1::ResidentInfo>> ShardClient::Save(
     const std::string& directory) const {
   // Idempotent: the directory is replaced whole by the arrays as they are.
   return Retrying(true,
-                  [&] { return Checkpoint(directory, /*restore=*/false, ""); });
+                  [&] { return Checkpoint(directory, /*restore=*/false); });
 }
 
 absl::StatusOr<std::vector<v1::ResidentInfo>> ShardClient::Restore(
-    const std::string& directory, const std::string& call_id) const {
-  auto r = Retrying(!call_id.empty(), [&] {
-    return Checkpoint(directory, /*restore=*/true, call_id);
-  });
-  if (!r.ok() && call_id.empty() && OutcomeUnknown(r.status())) {
-    return MarkNotSafeToRetry(r.status(),
-                              absl::StrCat("restoring ", directory));
-  }
-  return r;
+    const std::string& directory) const {
+  // Idempotent too: a repeat restores the same arrays from the same files.
+  return Retrying(true,
+                  [&] { return Checkpoint(directory, /*restore=*/true); });
 }
 
 absl::StatusOr<std::vector<v1::ResidentInfo>> ShardClient::Checkpoint(
-    const std::string& directory, bool restore,
-    const std::string& call_id) const {
+    const std::string& directory, bool restore) const {
   grpc::ClientContext context;
   // Every block of every array is written or read: allow minutes.
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Minutes(10)));
   v1::CheckpointRequest request;
   request.set_directory(directory);
-  request.set_call_id(call_id);
   v1::CheckpointResponse response;
   grpc::Status s = restore
                        ? stub_->RestoreCheckpoint(&context, request, &response)

@@ -130,7 +130,7 @@ class ShardClient {
   absl::StatusOr<std::vector<v1::ResidentInfo>> Save(
       const std::string& directory) const;
   absl::StatusOr<std::vector<v1::ResidentInfo>> Restore(
-      const std::string& directory, const std::string& call_id = "") const;
+      const std::string& directory) const;
   // Whether `status` is a state-changing call's failure that leaves
   // unknown whether it was applied (it had no call_id to retry with).
   static bool NotSafeToRetry(const absl::Status& status);
@@ -141,14 +141,17 @@ class ShardClient {
 
  private:
   explicit ShardClient(const Options& options);
-  absl::StatusOr<JobResult> RunOnce(const JobRequest& job) const;
+  absl::StatusOr<JobResult> RunOnce(const JobRequest& job, absl::Time deadline,
+                                    const std::string& traceparent) const;
   absl::StatusOr<std::vector<v1::ResidentInfo>> Checkpoint(
-      const std::string& directory, bool restore,
-      const std::string& call_id) const;
+      const std::string& directory, bool restore) const;
   // Calls `attempt` until it succeeds, fails other than UNAVAILABLE, or
-  // options_.retries are spent; only once unless `safe`.
+  // options_.retries are spent, or the next try would start after
+  // `deadline`; only once unless `safe`.
   template <typename F>
-  auto Retrying(bool safe, F attempt) const -> decltype(attempt());
+  auto Retrying(bool safe, F attempt,
+                absl::Time deadline = absl::InfiniteFuture()) const
+      -> decltype(attempt());
   const Options options_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
 };

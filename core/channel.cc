@@ -16,7 +16,16 @@ namespace shardmap {
 // idle cluster never gets a too_many_pings GOAWAY. Servers ping every 10 s
 // and give 5 s for the answer.
 const KeepalivePolicy& Keepalive() {
-  static constexpr KeepalivePolicy kPolicy{30000, 10000, 10000, 0, 10000, 5000};
+  static const KeepalivePolicy kPolicy = [] {
+    KeepalivePolicy k;
+    k.client_ping_ms = 30000;
+    k.client_ping_timeout_ms = 10000;
+    k.server_min_ping_ms = 10000;
+    k.server_max_ping_strikes = 0;
+    k.server_ping_ms = 10000;
+    k.server_ping_timeout_ms = 5000;
+    return k;
+  }();
   return kPolicy;
 }
 

@@ -80,7 +80,6 @@ class Security {
   // Servers: TLS verifies client certificates (mutual TLS).
   bool mutual_tls() const { return tls() && !ca_.empty(); }
   const std::string& token() const { return token_; }
-  void set_token(std::string token) { token_ = std::move(token); }
 
   // The safe default: plaintext only on loopback. A non-loopback address
   // needs TLS and some client authentication (--tls-ca or a token), or

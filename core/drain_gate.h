@@ -47,7 +47,7 @@ class DrainGate {
   // `what` names the server in the refusal ("the coordinator").
   explicit DrainGate(std::string what) : what_(std::move(what)) {}
 
-  // UNAVAILABLE once draining. `context` may be null (then CancelAll
+  // UNAVAILABLE once draining. `context` may be null (then CancelCalls
   // cannot cancel the call, only report it as cancelled()).
   absl::StatusOr<std::unique_ptr<Pass>> Enter(grpc::ServerContextBase* context);
 
@@ -58,7 +58,6 @@ class DrainGate {
   int64_t Drain(absl::Duration grace, absl::Duration settle = absl::Seconds(2));
 
   void StartDrain();
-  bool draining() const { return draining_.load(); }
   // Waits until no call is in flight; false if `deadline` came first.
   bool WaitIdle(absl::Time deadline);
   // Makes cancelled() true, for work that polls it (the coordinator's

@@ -1,8 +1,8 @@
 // The keepalive settings every shardmap channel (MakeChannel) and server
 // (ConfigureServerBuilder) applies; see core/channel.h. Invariant (tested
-// in keepalive_test): servers accept pings at least as often as idle
-// clients send them, so an idle cluster never gets a too_many_pings
-// GOAWAY (RELIABILITY.md scenario 19).
+// by KeepaliveTest in ops_core_test): servers accept pings at least as often as
+// idle clients send them, so an idle cluster never gets a too_many_pings GOAWAY
+// (RELIABILITY.md scenario 19).
 #ifndef SHARDMAP_CORE_KEEPALIVE_H_
 #define SHARDMAP_CORE_KEEPALIVE_H_
 

@@ -39,6 +39,15 @@ class Mesh {
 
   const std::vector<MeshAxis>& axes() const { return axes_; }
   int num_axes() const { return static_cast<int>(axes_.size()); }
+  // The same axes (names and sizes) in the same order.
+  bool operator==(const Mesh& o) const {
+    if (axes_.size() != o.axes_.size()) return false;
+    for (size_t i = 0; i < axes_.size(); ++i) {
+      if (axes_[i].name != o.axes_[i].name || axes_[i].size != o.axes_[i].size)
+        return false;
+    }
+    return true;
+  }
   int64_t num_devices() const { return num_devices_; }
   // Position of `name` in axes(), or nullopt.
   std::optional<int> AxisPosition(absl::string_view name) const;

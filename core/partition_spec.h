@@ -66,6 +66,15 @@ class PartitionSpec {
   bool unsplit_ = false;
 };
 
+// Whether an array of rank `rank` sharded by `a_spec` over `a_mesh` has
+// the same blocks on the same devices as sharded by `b_spec` over `b_mesh`
+// (writing it the other way over an existing array needs overwrite).
+inline bool SameSharding(const Mesh& a_mesh, const PartitionSpec& a_spec,
+                         const Mesh& b_mesh, const PartitionSpec& b_spec,
+                         size_t rank) {
+  return a_mesh == b_mesh && a_spec.SplitsAlike(b_spec, rank);
+}
+
 }  // namespace shardmap
 
 #endif  // SHARDMAP_CORE_PARTITION_SPEC_H_

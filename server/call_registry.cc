@@ -76,18 +76,16 @@ void CallRegistry::Release(const std::string& call_id) {
 }
 
 void CallRegistry::EvictLocked(absl::Time now) {
+  // Every name in finished_ has a finished entry in calls_ (only eviction
+  // removes one, and it pops the name with it).
   // Whole outcomes: expired, or over the count (oldest first).
   while (!finished_.empty()) {
     auto it = calls_.find(finished_.front());
-    const bool gone = it == calls_.end() || it->second.running;
-    if (!gone && it->second.expires > now &&
-        finished_.size() <= options_.max_calls) {
+    if (it->second.expires > now && finished_.size() <= options_.max_calls) {
       break;
     }
-    if (!gone) {
-      output_bytes_ -= it->second.output_bytes;
-      calls_.erase(it);
-    }
+    output_bytes_ -= it->second.output_bytes;
+    calls_.erase(it);
     finished_.pop_front();
   }
   // Then outputs, oldest first, down to the byte budget; the outcome
@@ -95,7 +93,7 @@ void CallRegistry::EvictLocked(absl::Time now) {
   for (auto name = finished_.begin();
        output_bytes_ > options_.max_output_bytes && name != finished_.end();
        ++name) {
-    Entry& e = calls_[*name];
+    Entry& e = calls_.find(*name)->second;
     if (e.output_bytes == 0) continue;
     auto trimmed = std::make_shared<Outcome>(*e.outcome);
     trimmed->outputs.clear();

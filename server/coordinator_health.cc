@@ -65,10 +65,15 @@ absl::Status CoordinatorHealth::AwaitBringUp(absl::Time deadline) const {
   if (mu_.AwaitWithDeadline(absl::Condition(&ever_complete_), until)) {
     return absl::OkStatus();
   }
+  // Say which limit ended the wait: the bring-up's, or the job's own.
   return absl::UnavailableError(absl::StrCat(
       "the cluster did not come up (--expect-workers ",
-      options_.expected_workers, ", --init-timeout ",
-      absl::FormatDuration(options_.init_timeout), "): ", last_.message()));
+      options_.expected_workers, ") ",
+      until == init_deadline_
+          ? absl::StrCat("within --init-timeout ",
+                         absl::FormatDuration(options_.init_timeout))
+          : "before the job's deadline",
+      ": ", last_.message()));
 }
 
 void CoordinatorHealth::Attach(grpc::HealthCheckServiceInterface* health) {

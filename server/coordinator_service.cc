@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <set>
 
 #include "absl/hash/hash.h"
@@ -130,10 +131,7 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
   const std::string job_id = absl::StrCat("job-", next_job_++);
   const Traceparent span = ServerSpan(*context);
   ScopedLogContext log_context({job_id, span.trace_id, span.span_id});
-  // The job's deadline: the client's, capped by ours.
-  absl::Time deadline = start + options_.max_job_time;
-  const absl::Time client_deadline = absl::FromChrono(context->deadline());
-  if (client_deadline < deadline) deadline = client_deadline;
+  const absl::Time deadline = Deadline(*context, start);
   // The workers' streams end at the deadline and the job fails with
   // DEADLINE_EXCEEDED. The watchdog, a little later, cancels the call to
   // end a read or write that waits on a stalled client (a cancelled call
@@ -275,6 +273,12 @@ grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+absl::Time CoordinatorService::Deadline(const grpc::ServerContext& context,
+                                        absl::Time start) const {
+  return std::min(start + options_.max_job_time,
+                  absl::FromChrono(context.deadline()));
+}
+
 grpc::Status CoordinatorService::ListFunctions(
     grpc::ServerContext* context, const v1::ListFunctionsRequest* request,
     v1::ListFunctionsResponse* response) {
@@ -316,7 +320,7 @@ grpc::Status CoordinatorService::ListArrays(
 grpc::Status CoordinatorService::DeleteArray(
     grpc::ServerContext* context, const v1::DeleteArrayRequest* request,
     v1::DeleteArrayResponse* response) {
-  const absl::Time deadline = absl::Now() + options_.max_job_time;
+  const absl::Time deadline = Deadline(*context, absl::Now());
   std::unique_ptr<CallRegistry::Claim> claim;
   if (!request->call_id().empty() && options_.call_registry != nullptr) {
     auto begun = options_.call_registry->Begin(
@@ -351,7 +355,7 @@ grpc::Status CoordinatorService::SaveCheckpoint(
   // Hold every array still while it is written.
   std::set<std::string> names;
   for (const auto& a : index_->All()) names.insert(a.name);
-  auto held = locks_->Acquire(names, {}, absl::Now() + options_.max_job_time);
+  auto held = locks_->Acquire(names, {}, Deadline(*context, absl::Now()));
   if (!held.ok()) return ToGrpcStatus(held.status());
   auto saved = shardmap::SaveCheckpoint(request->directory(), *index_, *calls_);
   if (!saved.ok()) return ToGrpcStatus(saved.status());
@@ -365,33 +369,11 @@ grpc::Status CoordinatorService::SaveCheckpoint(
 grpc::Status CoordinatorService::RestoreCheckpoint(
     grpc::ServerContext* context, const v1::CheckpointRequest* request,
     v1::CheckpointResponse* response) {
-  std::unique_ptr<CallRegistry::Claim> claim;
-  if (!request->call_id().empty() && options_.call_registry != nullptr) {
-    auto begun = options_.call_registry->Begin(
-        request->call_id(),
-        absl::HashOf(std::string("restore"), request->directory()),
-        absl::StrCat("restore from ", request->directory()),
-        absl::Now() + options_.max_job_time);
-    if (!begun.ok()) return ToGrpcStatus(begun.status());
-    if (begun->done != nullptr) {
-      if (!response->ParseFromString(begun->done->response)) {
-        return ToGrpcStatus(
-            absl::InternalError("a kept restore answer does not parse"));
-      }
-      return grpc::Status::OK;
-    }
-    claim = std::move(begun->claim);
-  }
   auto restored = shardmap::RestoreCheckpoint(request->directory(), *index_,
                                               *pool_, *calls_);
   if (!restored.ok()) return ToGrpcStatus(restored.status());
   for (const auto& a : *restored) {
     *response->add_arrays() = ResidentIndex::ToInfo(a, false);
-  }
-  if (claim != nullptr) {
-    auto outcome = std::make_shared<CallRegistry::Outcome>();
-    outcome->response = response->SerializeAsString();
-    claim->Finish(std::move(outcome));
   }
   spdlog::info("restored {} resident arrays from {}", restored->size(),
                request->directory());

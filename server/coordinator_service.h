@@ -86,6 +86,10 @@ class CoordinatorService final : public v1::Coordinator::Service {
                                  v1::CheckpointResponse* response) override;
 
  private:
+  // A call's deadline: the client's, capped by max_job_time from `start`.
+  absl::Time Deadline(const grpc::ServerContext& context,
+                      absl::Time start) const;
+
   const Options options_;
   WorkerPool* const pool_;            // Not owned.
   JobRunner* const runner_;           // Not owned.

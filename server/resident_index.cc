@@ -75,8 +75,7 @@ absl::Status ResidentIndex::CheckWrite(const std::string& name,
         " over it needs --overwrite"));
   }
   const ResidentArray& a = it->second;
-  if (a.mesh.ToString() != mesh.ToString() ||
-      !a.spec.SplitsAlike(spec, meta.shape.size())) {
+  if (!SameSharding(a.mesh, a.spec, mesh, spec, meta.shape.size())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "resident array '", name, "' is sharded ", a.spec.ToString(), " over ",
         a.mesh.ToString(), "; writing it sharded ", spec.ToString(), " over ",

@@ -161,10 +161,11 @@ absl::StatusOr<std::vector<WorkerPool::Worker>> WorkerPool::Acquire(
         usable == 1 ? " is" : "s are", " alive", draining, ranks,
         "; start more workers or use a smaller mesh"));
   }
-  return absl::FailedPreconditionError(
-      absl::StrCat("the mesh has ", n, " devices and ", usable,
-                   " workers are alive, but none has ", MissingRanks(p.missing),
-                   "; device i runs on the worker of rank i"));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the mesh has ", n, " devices and ", usable,
+      " workers are alive, but no live worker has rank",
+      p.missing.size() == 1 ? " " : "s ", absl::StrJoin(p.missing, ", "),
+      "; device i runs on the worker of rank i"));
 }
 
 absl::Status WorkerPool::CheckComplete(int64_t expected) const {

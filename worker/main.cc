@@ -157,14 +157,12 @@ int main(int argc, char** argv) {
   }
   std::unique_ptr<MetricsEndpoint> metrics_endpoint;
   if (!ops.metrics.empty()) {
-    auto started = MetricsEndpoint::Start(
-        ops.metrics, worker_metrics::Enable([&store] {
-          int64_t bytes = 0;
-          for (const auto& [name, block] : store.All()) {
-            bytes += static_cast<int64_t>(block.data->num_bytes());
-          }
-          return bytes;
-        }));
+    auto started =
+        MetricsEndpoint::Start(ops.metrics, worker_metrics::Enable([&store] {
+                                 // What --memory-budget counts: every version
+                                 // held.
+                                 return static_cast<int64_t>(store.Bytes());
+                               }));
     if (!started.ok()) {
       std::cerr << "error: UNAVAILABLE: " << started.status().message() << "\n";
       return 69;

@@ -78,19 +78,14 @@ absl::StatusOr<std::vector<PeerPayload>> PeerInbox::Wait(
       if (m.fingerprint != want.fingerprint->hash) {
         const std::string theirs = m.fingerprint_text;
         messages_.erase(it);
-        return absl::InvalidArgumentError(absl::StrCat(
-            "collective mismatch: this device called ", want.fingerprint->text,
-            " but device ", want.from_device, " called ", theirs,
-            " as collective #", want.seq,
-            " of the job; every device must call the same collectives in "
-            "the same order"));
+        return CollectiveMismatchError(*want.fingerprint, want.from_device,
+                                       theirs, want.seq);
       }
       if (m.total != size) {
         const uint64_t total = m.total;
         messages_.erase(it);
-        return absl::InvalidArgumentError(absl::StrCat(
-            "in ", want.fingerprint->text, ", device ", want.from_device,
-            " sent ", total, " bytes where ", size, " were expected"));
+        return MessageSizeError(*want.fingerprint, want.from_device, total,
+                                size);
       }
       std::vector<PeerPayload> fragments = std::move(m.fragments);
       messages_.erase(it);
@@ -107,12 +102,8 @@ absl::StatusOr<std::vector<PeerPayload>> PeerInbox::Wait(
          ++m) {
       if (m->second.fingerprint != want.fingerprint->hash &&
           !m->second.fingerprint_text.empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "collective mismatch: this device called ", want.fingerprint->text,
-            " but device ", want.from_device, " called ",
-            m->second.fingerprint_text, " as collective #", want.seq,
-            " of the job; every device must call the same collectives in "
-            "the same order"));
+        return CollectiveMismatchError(*want.fingerprint, want.from_device,
+                                       m->second.fingerprint_text, want.seq);
       }
     }
     if (lost_.count(want.from_address) > 0) {

@@ -9,18 +9,14 @@ namespace {
 constexpr absl::Duration kAbortPoll = absl::Milliseconds(20);
 }  // namespace
 
-PeerLink::PeerLink(const std::string& peer_address,
-                   const std::string& my_address, uint64_t incarnation)
-    : peer_address_(peer_address),
-      my_address_(my_address),
-      incarnation_(incarnation) {}
+PeerLink::PeerLink(const std::string& peer_address)
+    : peer_address_(peer_address) {}
 
 std::shared_ptr<PeerLink> PeerLink::Open(grpc::GenericStub* stub,
                                          const std::string& peer_address,
                                          const std::string& my_address,
                                          uint64_t incarnation) {
-  std::shared_ptr<PeerLink> link(
-      new PeerLink(peer_address, my_address, incarnation));
+  std::shared_ptr<PeerLink> link(new PeerLink(peer_address));
   // The first frame only introduces the sender.
   v1::PeerFrame hello;
   hello.set_from_address(my_address);

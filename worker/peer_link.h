@@ -63,8 +63,7 @@ class PeerLink final
   void OnDone(const grpc::Status& status) override;
 
  private:
-  PeerLink(const std::string& peer_address, const std::string& my_address,
-           uint64_t incarnation);
+  explicit PeerLink(const std::string& peer_address);
   // Marks the link broken and fails the queue. Returns true exactly once:
   // then the caller must RemoveHold(), after releasing mu_.
   bool BreakLocked(absl::Status why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -73,8 +72,6 @@ class PeerLink final
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::string peer_address_;
-  const std::string my_address_;
-  const uint64_t incarnation_;
   grpc::ClientContext context_;
   grpc::ByteBuffer ack_;
 

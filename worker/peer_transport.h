@@ -19,6 +19,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 
 namespace shardmap {
@@ -30,6 +31,26 @@ struct Fingerprint {
   uint64_t hash = 0;
   std::string text;
 };
+
+// What every receiving path (PeerInbox, ShmReceiver) reports when device
+// `from` called another collective (`theirs`) as number `seq`...
+inline absl::Status CollectiveMismatchError(const Fingerprint& ours,
+                                            int64_t from,
+                                            const std::string& theirs,
+                                            uint64_t seq) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "collective mismatch: this device called ", ours.text, " but device ",
+      from, " called ", theirs, " as collective #", seq,
+      " of the job; every device must call the same collectives in the "
+      "same order"));
+}
+// ...and when its message has another size than this device expects.
+inline absl::Status MessageSizeError(const Fingerprint& ours, int64_t from,
+                                     uint64_t sent, uint64_t expected) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("in ", ours.text, ", device ", from, " sent ", sent,
+                   " bytes where ", expected, " were expected"));
+}
 
 // The header of one message within a job.
 struct PeerMessage {

@@ -15,15 +15,10 @@ constexpr size_t kReadStep = 256 << 10;
 constexpr uint64_t kMaxRecordBytes = uint64_t{1} << 40;
 constexpr uint32_t kMaxNameBytes = 1 << 20;
 
-// PeerInbox's wording, so both paths fail alike.
 absl::Status Mismatch(const Fingerprint& expected, const ShmMessageKey& key,
                       const std::string& theirs) {
-  return absl::InvalidArgumentError(absl::StrCat(
-      "collective mismatch: this device called ", expected.text,
-      " but device ", std::get<1>(key), " called ", theirs, " as collective #",
-      std::get<3>(key),
-      " of the job; every device must call the same collectives in the "
-      "same order"));
+  return CollectiveMismatchError(expected, std::get<1>(key), theirs,
+                                 std::get<3>(key));
 }
 
 std::string Describe(const ShmMessageKey& key) {
@@ -83,9 +78,8 @@ absl::Status ShmReceiver::Deliver(std::map<ShmMessageKey, Stashed>::iterator it,
     return Mismatch(expected, key, m.fingerprint_text);
   }
   if (m.data.size() != out.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "in ", expected.text, ", device ", std::get<1>(key), " sent ",
-        m.data.size(), " bytes where ", out.size(), " were expected"));
+    return MessageSizeError(expected, std::get<1>(key), m.data.size(),
+                            out.size());
   }
   if (!out.empty()) std::memcpy(out.data(), m.data.data(), out.size());
   return absl::OkStatus();

@@ -39,10 +39,10 @@ ShmSender::ShmSender(std::unique_ptr<ShmRing> ring, Options options)
     : ring_(std::move(ring)), options_(std::move(options)) {}
 
 ShmSender::~ShmSender() {
-  stop_ = true;
   std::thread pusher;
   {
-    absl::MutexLock lock(&mu_);
+    absl::MutexLock lock(&mu_);  // under mu_, so the idle pusher wakes
+    stop_ = true;
     pusher = std::move(pusher_);
   }
   if (pusher.joinable()) pusher.join();
@@ -157,9 +157,7 @@ void ShmSender::PushSpilled() {
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return !spill_.empty() || stop_;
       };
-      while (!ready()) {
-        mu_.AwaitWithTimeout(absl::Condition(&ready), ShmRing::kWaitSlice);
-      }
+      mu_.Await(absl::Condition(&ready));  // Send and ~ShmSender signal
       if (stop_) return;
       front = &spill_.front();  // stays put while Send appends
     }

@@ -80,7 +80,6 @@ class ShmSender {
   // Holds the ring's write side: a Send writing in place, or the pusher.
   std::deque<std::string> spill_ ABSL_GUARDED_BY(mu_);
   size_t spill_bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  bool pushing_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
   std::thread pusher_ ABSL_GUARDED_BY(mu_);
 };

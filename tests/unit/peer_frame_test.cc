@@ -112,6 +112,28 @@ TEST(PeerFrameTest, RoundTripKeepsHeaderAndPayload) {
   }
 }
 
+// The point of the codec: the payload stays in the received slices.
+TEST(PeerFrameTest, ThePayloadIsKeptByReferenceNotCopied) {
+  const std::string data = RandomBytes(1 << 20, 4);
+  v1::PeerFrame h = Header();
+  h.set_data(data);
+  // Cut into many slices, as a socket delivers them.
+  const grpc::ByteBuffer wire = Sliced(h.SerializeAsString(), {65536, 777});
+  std::vector<grpc::Slice> wire_slices;
+  ASSERT_TRUE(wire.Dump(&wire_slices).ok());
+  DecodedFrame frame = MustDecode(wire);
+  ASSERT_EQ(PayloadOf(frame), data);
+  ASSERT_GT(frame.payload.slices().size(), 1u);
+  for (const grpc::Slice& s : frame.payload.slices()) {
+    bool inside = false;
+    for (const grpc::Slice& w : wire_slices) {
+      inside = inside || (s.begin() >= w.begin() && s.end() <= w.end());
+    }
+    EXPECT_TRUE(inside) << "a payload slice of " << s.size()
+                        << " bytes was copied out of the received buffer";
+  }
+}
+
 TEST(PeerFrameTest, AnySlicingDecodesTheSame) {
   v1::PeerFrame h = Header();
   h.set_data(RandomBytes(70000, 3));

@@ -325,7 +325,7 @@ TEST_F(WorkerPoolTest, AcquireNamesMissingRanks) {
   ASSERT_TRUE(pool_.Register("d:1", 1, {}, 7).ok());
   EXPECT_TRUE(StatusIs(pool_.Acquire(4).status(),
                        absl::StatusCode::kFailedPrecondition,
-                       {"4 workers are alive", "none has missing rank 2"}));
+                       {"4 workers are alive", "no live worker has rank 2"}));
 }
 
 TEST_F(WorkerPoolTest, CheckCompleteCountsExpectedRanks) {
