@@ -8,11 +8,11 @@ must resolve:
 
 - a relative markdown link [text](target) in a .md file must name a file
   or directory inside the repository, relative to the linking file;
-- any other mention of a NAME.md (a code comment's "docs/RELIABILITY.md,
-  scenario 8", a backquoted path in the README) must resolve from the
-  repository root or from the mentioning file's directory. A bare name
-  of a file that lives in docs/ therefore fails from tests/system/:
-  write docs/RELIABILITY.md, not just its last part.
+- any other mention of a markdown file name (a code comment's
+  "docs/RELIABILITY.md, scenario 8", a backquoted path in the README)
+  must resolve from the repository root or from the mentioning file's
+  directory. A bare name of a file that lives in docs/ therefore fails
+  from tests/system/: write docs/RELIABILITY.md, not just its last part.
 
 Mentions with a placeholder in them ($OUT/report.md, <time>/report.md)
 name generated files and are skipped. Needs no build: it reads the
