@@ -1,6 +1,6 @@
 // What every benchmark driver shares, shardmap's and the references' alike,
 // so they measure the same way: the iteration counts of
-// ../shared/anchors/COLLECTIVES.md, and peak RSS from /proc. Header-only
+// docs/BENCHMARKS.md (Method), and peak RSS from /proc. Header-only
 // and free of project dependencies: the MPI and Gloo drivers include it
 // too (run.sh builds them with -I at the project root).
 #ifndef SHARDMAP_BENCH_BENCH_UTIL_H_

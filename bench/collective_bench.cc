@@ -12,16 +12,15 @@
 //   start every iteration together on a process-shared barrier.
 // --mode threads: N workers in this process (like psum_bench).
 //
-// Methodology (bench/README section of the top-level README, and
-// COLLECTIVES.md): every iteration starts on a barrier, is timed on every
-// rank, and its time is the slowest rank's; the median over iterations is
-// reported. The result is checked once per size. Peak RSS (VmHWM) is reset
-// before each size and read after it, per worker process (procs) or for
-// the whole process (threads).
+// Methodology (docs/BENCHMARKS.md, Method): every iteration starts on a
+// barrier, is timed on every rank, and its time is the slowest rank's; the
+// median over iterations is reported. The result is checked once per size.
+// Peak RSS (VmHWM) is reset before each size and read after it, per worker
+// process (procs) or for the whole process (threads).
 //
 // Sizes: psum and ppermute count the bytes of each rank's array; all_gather
 // counts the gathered total (each rank contributes size / N), as
-// nccl-tests and COLLECTIVES.md do.
+// nccl-tests do (docs/BENCHMARKS.md, Method).
 //
 //   collective_bench --op psum --workers 4 --sizes 4,4096,4194304
 //

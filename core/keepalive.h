@@ -2,7 +2,7 @@
 // (ConfigureServerBuilder) applies; see core/channel.h. Invariant (tested
 // by KeepaliveTest in ops_core_test): servers accept pings at least as often as
 // idle clients send them, so an idle cluster never gets a too_many_pings GOAWAY
-// (RELIABILITY.md scenario 19).
+// (docs/RELIABILITY.md, scenario 19).
 #ifndef SHARDMAP_CORE_KEEPALIVE_H_
 #define SHARDMAP_CORE_KEEPALIVE_H_
 
@@ -16,7 +16,7 @@ struct KeepalivePolicy {
   // Servers ping their clients too, so a call whose client vanished
   // without a RST (a cut link, a frozen host) is cancelled within
   // server_ping_ms + server_ping_timeout_ms: a worker stops a job whose
-  // coordinator it can no longer reach (RELIABILITY.md scenario 3).
+  // coordinator it can no longer reach (docs/RELIABILITY.md, scenario 3).
   int server_ping_ms;
   int server_ping_timeout_ms;
 };

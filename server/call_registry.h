@@ -1,7 +1,7 @@
 // Idempotency keys (call_id) of the calls that change resident state
-// (RELIABILITY.md scenario 17): a client that got UNAVAILABLE cannot know
-// whether its call was applied, so it sends the same call again with the
-// same call_id, and the coordinator answers it from here instead of
+// (docs/RELIABILITY.md, scenario 17): a client that got UNAVAILABLE cannot
+// know whether its call was applied, so it sends the same call again with
+// the same call_id, and the coordinator answers it from here instead of
 // applying it twice.
 //
 // The first call with a key claims it and runs. A call with a key that is

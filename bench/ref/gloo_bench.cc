@@ -1,10 +1,10 @@
 // gloo_bench: the Gloo reference for bench/run.sh. One process per rank;
 // times gloo::allreduce with the ring algorithm (reduce-scatter then
 // all-gather, float32 sum) over Gloo's TCP transport bound to 127.0.0.1,
-// with the method of COLLECTIVES.md: gloo::barrier before every iteration,
-// the iteration's time is the slowest rank's (an allreduce-max of the
-// timings afterwards), the median over iterations is reported; results
-// are checked once per size.
+// with the method of docs/BENCHMARKS.md: gloo::barrier before every
+// iteration, the iteration's time is the slowest rank's (an allreduce-max
+// of the timings afterwards), the median over iterations is reported;
+// results are checked once per size.
 //
 // Built by bench/run.sh with g++ -lgloo (not part of the CMake build):
 //   dir=$(mktemp -d)

@@ -1,7 +1,7 @@
 // mpi_bench: the OpenMPI reference for bench/run.sh. Times MPI_Allreduce
 // (float32 sum), MPI_Allgather, or a cyclic shift with MPI_Sendrecv (what
 // shardmap's ppermute with perm [(i, i+1 mod N)] does), with the method of
-// COLLECTIVES.md: a barrier before every iteration, the iteration's time
+// docs/BENCHMARKS.md: a barrier before every iteration, the iteration's time
 // is the slowest rank's, the median over iterations is reported; results
 // are checked once per size.
 //

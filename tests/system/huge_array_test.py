@@ -1,4 +1,4 @@
-"""RELIABILITY.md scenario 11 past 2 GiB: an array of 2 GiB and more goes
+"""docs/RELIABILITY.md, scenario 11 past 2 GiB: an array of 2 GiB and more goes
 from shardctl through the coordinator to two workers and back bit for bit
 (the chunked streams never hold it in one message; sizes and offsets are
 64-bit throughout). It needs about 12 GiB of memory and 5 GiB of disk, and

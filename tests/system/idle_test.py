@@ -1,4 +1,4 @@
-"""RELIABILITY.md scenario 19: a cluster left idle, then a call.
+"""docs/RELIABILITY.md, scenario 19: a cluster left idle, then a call.
 
 Between jobs, the coordinator's channels to the workers and the workers'
 peer channels sit idle with keepalive pings going both ways (core/

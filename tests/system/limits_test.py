@@ -1,4 +1,4 @@
-"""Resource limits end to end (RELIABILITY.md scenarios 10 and 11):
+"""Resource limits end to end (docs/RELIABILITY.md, scenarios 10 and 11):
 the coordinator's --max-job-bytes (arguments plus returned outputs,
 refused before allocating) and --max-concurrent-jobs, the worker's
 --memory-budget (resident arrays plus job buffers), arrays over 4 MiB

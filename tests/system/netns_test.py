@@ -4,7 +4,7 @@ veth pairs to a bridge in one more namespace; each worker also has its own
 IPC namespace, so workers do not count as co-located and their collectives
 cross the network instead of shared memory (checked). Collectives over a 2x2 mesh
 across the hosts, checked against numpy; a lossy, rate-limited network;
-and a link cut mid-job (RELIABILITY.md scenario 3: no RST, the job must
+and a link cut mid-job (docs/RELIABILITY.md, scenario 3: no RST, the job must
 fail within the bound and the cluster serve again once the link is back).
 
 Needs root and `ip netns` (iproute2); skips with the reason otherwise.
@@ -307,9 +307,9 @@ class NetnsTest(unittest.TestCase):
         self.assertLess(seconds, 10)
 
     def test_link_cut_mid_job_fails_within_the_bound(self):
-        # RELIABILITY.md scenario 3. Every device spins for a second, then
-        # psums; worker 3's cable is pulled while it spins, so its peers
-        # and the coordinator hear nothing, not even a RST.
+        # docs/RELIABILITY.md, scenario 3. Every device spins for a
+        # second, then psums; worker 3's cable is pulled while it spins, so
+        # its peers and the coordinator hear nothing, not even a RST.
         c = self.cluster(coordinator_args=["--collective-timeout", "3"],
                          worker_args=["--test-functions"])
         self.check_collectives(c, rows=4)  # warm: every peer link is up

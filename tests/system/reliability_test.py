@@ -1,10 +1,10 @@
-"""RELIABILITY.md scenarios as bounded tests with real processes on
+"""docs/RELIABILITY.md's scenarios as bounded tests with real processes on
 127.0.0.1. Each case asserts the status code, the message and the time
 bound, and that the cluster serves the next job. The workers run with
 --test-functions: `spin` (psum after busy work that stops when the job is
 cancelled) and `fail_on` (psum, but one device fails).
 
-Scenario numbers are RELIABILITY.md's. Environment: SHARDMAP_BIN_DIR.
+Scenario numbers are docs/RELIABILITY.md's. Environment: SHARDMAP_BIN_DIR.
 """
 import concurrent.futures
 import json

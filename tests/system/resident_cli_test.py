@@ -225,7 +225,7 @@ class PutGetTest(Case):
         self.assertError(put(name, c, "x=2", "P('x')"), 73,
                          "FAILED_PRECONDITION", name)
         # The same dtype, shape and sharding needs no --overwrite (a new
-        # version); another sharding does (RELIABILITY.md scenario 28).
+        # version); another sharding does (docs/RELIABILITY.md, scenario 28).
         b2 = rand((6,), np.float32)
         self.assertOk(put(name, b2, "x=2", "P('x')"))
         code, got, err = get(name)

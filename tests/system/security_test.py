@@ -1,4 +1,4 @@
-"""Security end to end (RELIABILITY.md scenario 29, principle 6): mutual
+"""Security end to end (docs/RELIABILITY.md, scenario 29, principle 6): mutual
 TLS and bearer tokens on every channel, the plaintext-off-loopback rule,
 rogue clients, workers and peers refused, reflection off by default.
 

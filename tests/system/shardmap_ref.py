@@ -1,6 +1,6 @@
 """An independent numpy reference of JAX's shard_map, for the system tests.
 
-Written from JAX's documented semantics (../shared/SEMANTICS.md), not from
+Written from JAX's documented semantics (docs/SEMANTICS.md), not from
 shardmap's C++ code: split every argument by its in_spec (a tuple entry is
 row-major over its axes in the order written), apply the function to each
 device's blocks, and assemble each output by its out_spec (mentioned axes

@@ -1,5 +1,5 @@
 // Tests of the Communicator (worker/communicator.h): jax.lax collective
-// semantics (SEMANTICS.md sections 7 and 8) over the byte-level algorithms.
+// semantics (docs/SEMANTICS.md, section 5) over the byte-level algorithms.
 //
 // Every device of a mesh is a thread with its own Communicator on one
 // InMemoryHub and calls the collective on its own input. Every device's
@@ -107,7 +107,7 @@ std::string ShapeText(const Shape& s) {
 }
 
 // ---------------------------------------------------------------------------
-// Groups, from the definition (SEMANTICS.md G1)
+// Groups, from the definition (docs/SEMANTICS.md, section 5, group order)
 
 Mesh MakeMesh(const std::string& text) {
   absl::StatusOr<Mesh> mesh = Mesh::Parse(text);
@@ -697,8 +697,9 @@ TEST(CommunicatorTest, GroupAxisIndexAndAxisSizeFollowTheNamedOrder) {
   }
 }
 
-// SEMANTICS.md G1: axis_index(('i','j')) on a (4, 2) mesh is
-// arange(8).reshape(4, 2); over ('j','i') the first named axis is major.
+// docs/SEMANTICS.md, worked examples: axis_index(('i','j')) on a (4, 2)
+// mesh is arange(8).reshape(4, 2); over ('j','i') the first named axis is
+// major.
 TEST(CommunicatorTest, AxisIndexOfTuplesInBothOrders) {
   const Mesh mesh = MakeMesh("i=4,j=2");
   InMemoryHub hub(mesh.num_devices());
@@ -774,7 +775,8 @@ TEST(CommunicatorTest, PminMatchesReference) {
   SweepLayouts([](const Axes&, int64_t) { return ReductionCases(Op::kPmin); });
 }
 
-// SEMANTICS.md test_pmax / test_pmin: arange(8.) over 4 devices.
+// docs/SEMANTICS.md, worked examples (JAX's test_pmax / test_pmin):
+// arange(8.) over 4 devices.
 TEST(CommunicatorTest, PmaxAndPminOfArange) {
   const Mesh mesh = MakeMesh("i=4");
   RunResult run = RunOnMesh(mesh, 2, [](Communicator& comm, int64_t d, int i) {
@@ -1016,8 +1018,8 @@ TEST(CommunicatorTest, PsumScatterMatchesReference) {
   });
 }
 
-// SEMANTICS.md G1: psum_scatter over ('z','y') on an (x, y, z) mesh hands
-// chunk z * 2 + y to device (x, y, z).
+// docs/SEMANTICS.md, worked examples: psum_scatter over ('z','y') on an
+// (x, y, z) mesh hands chunk z * 2 + y to device (x, y, z).
 TEST(CommunicatorTest, PsumScatterOverTupleIsFirstAxisMajor) {
   const Mesh mesh = MakeMesh("x=2,y=2,z=2");
   RunResult run = RunOnMesh(mesh, 1, [](Communicator& comm, int64_t, int) {
@@ -1044,8 +1046,8 @@ json Shift(int64_t n, int64_t by) {
 }
 
 TEST(CommunicatorTest, PpermuteMatchesReference) {
-  // jax.lax.ppermute over a tuple requires mesh order (SEMANTICS.md 7), so
-  // the sweep uses tuples in mesh order only.
+  // jax.lax.ppermute over a tuple requires mesh order (docs/SEMANTICS.md,
+  // section 5), so the sweep uses tuples in mesh order only.
   const std::vector<Layout> layouts = {
       {"x=3", {{"x"}}},
       {"x=2,y=4", {{"x"}, {"y"}, {"x", "y"}}},
@@ -1086,8 +1088,8 @@ TEST(CommunicatorTest, PpermuteMatchesReference) {
   }
 }
 
-// SEMANTICS.md G1: ppermute over ('x','y') by +1 on a (2, 2, 2) mesh moves
-// the block of linear device i to device (i + 2) % 8.
+// docs/SEMANTICS.md, worked examples: ppermute over ('x','y') by +1 on a
+// (2, 2, 2) mesh moves the block of linear device i to device (i + 2) % 8.
 TEST(CommunicatorTest, PpermuteOverTwoAxesMovesByTwoDevices) {
   const Mesh mesh = MakeMesh("x=2,y=2,z=2");
   RunResult run = RunOnMesh(mesh, 1, [](Communicator& comm, int64_t d, int) {
@@ -1153,7 +1155,8 @@ TEST(CommunicatorTest, AllToAllMatchesReference) {
   });
 }
 
-// SEMANTICS.md all_to_all_ref: out_j[k] = x_k[j] for untiled 1-d blocks.
+// docs/SEMANTICS.md, worked examples: all_to_all gives out_j[k] = x_k[j]
+// for untiled 1-d blocks.
 TEST(CommunicatorTest, AllToAllTransposesBlocks) {
   const Mesh mesh = MakeMesh("i=4");
   RunResult run = RunOnMesh(mesh, 1, [](Communicator& comm, int64_t d, int) {

@@ -1,6 +1,6 @@
 // RegisterTestBuiltins: psum with an injected fault, so system tests can
-// reproduce the failures RELIABILITY.md lists with real processes. A worker
-// registers them only when started with --test-functions.
+// reproduce the failures docs/RELIABILITY.md lists with real processes. A
+// worker registers them only when started with --test-functions.
 //
 //   spin(x; axes, seconds, device=-1)
 //       device `device` (every device when -1) keeps one core busy for
