@@ -260,7 +260,8 @@ class CoordinatorRestartUnderLoadTest(unittest.TestCase):
     acknowledged write (only that one, or a later write whose answer the
     restart cut off), or LOST."""
 
-    CLIENTS = 3
+    CLIENTS = 4
+    RESTARTS = 2
 
     def setUp(self):
         self.c = Cluster(4, state_dirs=1)
@@ -276,7 +277,7 @@ class CoordinatorRestartUnderLoadTest(unittest.TestCase):
         one = np.ones((4, 2), np.int64)
         mine = log[t]
         i = 0
-        while not stop.is_set() or mine["after_restart"] < 3:
+        while not stop.is_set() or mine["after_restart"] < 5:
             i += 1
             mine["attempted"] = i
             code, _, err = c.put(name, np.full((8,), i, np.int64), "x=4",
@@ -317,11 +318,15 @@ class CoordinatorRestartUnderLoadTest(unittest.TestCase):
                    for t in range(self.CLIENTS)]
         for th in threads:
             th.start()
-        # Let every client get some writes in, then kill mid-flight.
-        end = time.monotonic() + 60
-        while (min(m["acked"] for m in log) < 2 and time.monotonic() < end):
-            time.sleep(0.05)
-        c.restart_coordinator(4)
+        # Twice: let every client get some more writes in, then kill the
+        # coordinator mid-flight.
+        for _ in range(self.RESTARTS):
+            goal = min(m["acked"] for m in log) + 3
+            end = time.monotonic() + 60
+            while (min(m["acked"] for m in log) < goal
+                   and time.monotonic() < end):
+                time.sleep(0.05)
+            c.restart_coordinator(4)
         restarted.set()
         for th in threads:
             th.join(timeout=300)
