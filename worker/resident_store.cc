@@ -41,18 +41,23 @@ void WriteLayout(const ResidentStore::Block& b, nlohmann::json* meta) {
 }
 
 // Reads what WriteLayout wrote; a file without it (or with a layout that
-// does not parse) leaves the block's layout unknown.
+// does not parse) leaves the block's layout unknown: the block then only
+// serves an array the coordinator still knows.
 void ReadLayout(const nlohmann::json& meta, ResidentStore::Block* b) {
-  if (!meta.contains("mesh") || !meta.contains("spec") ||
-      !meta.contains("dtype") || !meta.contains("shape")) {
-    return;
+  try {
+    if (!meta.contains("mesh") || !meta.contains("spec") ||
+        !meta.contains("dtype") || !meta.contains("shape")) {
+      return;
+    }
+    auto dtype = ParseDType(meta.at("dtype").get<std::string>());
+    auto mesh = Mesh::Parse(meta.at("mesh").get<std::string>());
+    auto spec = PartitionSpec::Parse(meta.at("spec").get<std::string>());
+    if (!dtype.ok() || !mesh.ok() || !spec.ok()) return;
+    b->layout = ResidentStore::ArrayLayout{
+        ArrayMeta{*dtype, meta.at("shape").get<Shape>()}, *mesh, *spec};
+  } catch (const nlohmann::json::exception&) {
+    b->layout.reset();
   }
-  auto dtype = ParseDType(meta.at("dtype").get<std::string>());
-  auto mesh = Mesh::Parse(meta.at("mesh").get<std::string>());
-  auto spec = PartitionSpec::Parse(meta.at("spec").get<std::string>());
-  if (!dtype.ok() || !mesh.ok() || !spec.ok()) return;
-  b->layout = ResidentStore::ArrayLayout{
-      ArrayMeta{*dtype, meta.at("shape").get<Shape>()}, *mesh, *spec};
 }
 }  // namespace
 

@@ -11,7 +11,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -98,6 +100,25 @@ TEST_F(HeldBlocksTest, LayoutSurvivesARestartFromTheDirectory) {
   EXPECT_EQ(*MeshFromProto(held[0].mesh()), *Mesh::Create({{"x", 2}}));
   EXPECT_EQ(SpecFromProto(held[0].spec()), PartitionSpec({{"x"}}));
   EXPECT_EQ(HeaderFromProto(held[0].header(), "p")->shape, (Shape{8}));
+}
+
+TEST_F(HeldBlocksTest, AMalformedLayoutOnDiskIsLeftOut) {
+  {
+    ResidentStore store(dir_);
+    store.Put("p", Block(3, 1));
+  }
+  const fs::path file = fs::path(dir_) / "arrays" / "p" / "current.json";
+  nlohmann::json meta;
+  std::ifstream(file) >> meta;
+  meta["mesh"] = 5;  // not a mesh
+  std::ofstream(file) << meta.dump();
+  // The worker starts, and reports the block without a layout.
+  std::unique_ptr<ResidentStore> store = Reopen();
+  std::vector<v1::HeldBlock> held = HeldBlocks(*store);
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_EQ(held[0].version(), 3u);
+  EXPECT_FALSE(held[0].has_mesh());
+  EXPECT_FALSE(held[0].has_header());
 }
 
 TEST_F(HeldBlocksTest, DropsExactlyTheNamedVersions) {
