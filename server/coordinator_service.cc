@@ -123,6 +123,29 @@ absl::StatusOr<std::vector<Tensor>> ReceiveInputs(const JobPlan& plan,
   return inputs;
 }
 
+// The blocks a registering worker reports, with their arrays' layouts
+// where it says them.
+std::vector<ReportedBlock> ReportedBlocks(const v1::RegisterRequest& request) {
+  std::vector<ReportedBlock> blocks;
+  for (const v1::HeldBlock& h : request.held()) {
+    ReportedBlock b;
+    b.name = h.name();
+    b.version = h.version();
+    b.device = h.device();
+    if (h.has_header() && h.has_mesh()) {
+      auto meta = HeaderFromProto(h.header(), h.name());
+      auto mesh = MeshFromProto(h.mesh());
+      if (meta.ok() && mesh.ok()) {
+        b.meta = *std::move(meta);
+        b.mesh = *std::move(mesh);
+        b.spec = SpecFromProto(h.spec());
+      }
+    }
+    blocks.push_back(std::move(b));
+  }
+  return blocks;
+}
+
 }  // namespace
 
 grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
@@ -338,8 +361,9 @@ grpc::Status CoordinatorService::DeleteArray(
   if (claim != nullptr)
     claim->Finish(std::make_shared<CallRegistry::Outcome>());
   // Freeing the blocks is best effort: a worker that is gone has freed
-  // them already.
+  // them already. A device nobody reported since a restart has no holder.
   for (const std::string& address : removed->addresses) {
+    if (address.empty()) continue;
     absl::Status s = calls_->DropArray(address, request->name());
     if (!s.ok()) {
       spdlog::info("dropping '{}' on {}: {}", request->name(), address,
@@ -396,13 +420,18 @@ grpc::ServerUnaryReactor* RegistryService::Register(
   }
   response->set_worker_id(*id);
   if (index_ != nullptr && request->held_size() > 0) {
-    std::vector<std::tuple<std::string, uint64_t, int64_t>> held;
-    for (const auto& b : request->held()) {
-      held.emplace_back(b.name(), b.version(), b.device());
+    ResidentIndex::Outcome outcome =
+        index_->Report(*id, request->address(), ReportedBlocks(*request));
+    for (const ReportedBlock& b : outcome.drop) {
+      v1::HeldBlock* d = response->add_drop();
+      d->set_name(b.name);
+      d->set_version(b.version);
+      d->set_device(b.device);
     }
-    const int n = index_->Rebind(held, *id, request->address());
-    if (n > 0)
-      spdlog::info("worker {} brought back {} resident blocks", *id, n);
+    if (outcome.taken > 0 || !outcome.drop.empty()) {
+      spdlog::info("worker {} holds {} resident blocks; {} of them dropped",
+                   *id, outcome.taken, outcome.drop.size());
+    }
   }
   response->set_heartbeat_interval_ms(
       absl::ToInt64Milliseconds(pool_->heartbeat_interval()));

@@ -1,12 +1,23 @@
 #include "server/resident_index.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 
 namespace shardmap {
+
+ResidentIndex::ResidentIndex(std::function<bool(const std::string&)> is_live,
+                             std::function<uint64_t()> now_micros)
+    : is_live_(std::move(is_live)), now_micros_(std::move(now_micros)) {}
+
+uint64_t ResidentIndex::WallMicros() {
+  return static_cast<uint64_t>(absl::ToUnixMicros(absl::Now()));
+}
 
 absl::Status ResidentIndex::ValidateName(const std::string& name) {
   if (name.empty()) {
@@ -30,11 +41,22 @@ absl::Status ResidentIndex::ValidateName(const std::string& name) {
   return absl::OkStatus();
 }
 
-std::string ResidentIndex::LostHolder(const ResidentArray& a) const {
-  for (const std::string& id : a.worker_ids) {
-    if (!is_live_(id)) return id;
+std::string ResidentIndex::LostReason(const ResidentArray& a) const {
+  std::vector<std::string> missing;
+  for (size_t d = 0; d < a.worker_ids.size(); ++d) {
+    if (a.worker_ids[d].empty()) {
+      missing.push_back(absl::StrCat(d));
+    } else if (!is_live_(a.worker_ids[d])) {
+      return absl::StrCat("worker ", a.worker_ids[d],
+                          " held a block of it and left the pool");
+    }
   }
-  return "";
+  if (missing.empty()) return "";
+  return absl::StrCat(
+      "since the coordinator restarted, no worker has "
+      "reported its block of device",
+      missing.size() > 1 ? "s " : " ", absl::StrJoin(missing, ", "), " (of ",
+      a.worker_ids.size(), ", version ", a.version, ")");
 }
 
 absl::StatusOr<ResidentArray> ResidentIndex::Find(
@@ -47,14 +69,13 @@ absl::StatusOr<ResidentArray> ResidentIndex::Find(
       return absl::NotFoundError(
           absl::StrCat("no resident array named '", name, "'"));
     }
-    a = it->second;
+    a = it->second.array;
   }
-  const std::string lost = LostHolder(a);
+  const std::string lost = LostReason(a);
   if (!lost.empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "resident array '", name, "' was lost: worker ", lost,
-        " held a block of it and left the pool; put it again or restore a "
-        "checkpoint"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("resident array '", name, "' was lost: ", lost,
+                     "; put it again or restore a checkpoint"));
   }
   return a;
 }
@@ -67,14 +88,14 @@ absl::Status ResidentIndex::CheckWrite(const std::string& name,
   absl::MutexLock lock(&mu_);
   auto it = arrays_.find(name);
   if (it == arrays_.end() || overwrite) return absl::OkStatus();
-  const ArrayMeta& old = it->second.meta;
+  const ArrayMeta& old = it->second.array.meta;
   if (old.dtype != meta.dtype || old.shape != meta.shape) {
     return absl::FailedPreconditionError(absl::StrCat(
         "resident array '", name, "' is ", ShapeString(old.dtype, old.shape),
         "; writing ", ShapeString(meta.dtype, meta.shape),
         " over it needs --overwrite"));
   }
-  const ResidentArray& a = it->second;
+  const ResidentArray& a = it->second.array;
   if (!SameSharding(a.mesh, a.spec, mesh, spec, meta.shape.size())) {
     return absl::FailedPreconditionError(absl::StrCat(
         "resident array '", name, "' is sharded ", a.spec.ToString(), " over ",
@@ -86,38 +107,17 @@ absl::Status ResidentIndex::CheckWrite(const std::string& name,
 
 uint64_t ResidentIndex::NextVersion() {
   absl::MutexLock lock(&mu_);
-  return next_version_++;
+  last_version_ = std::max(last_version_ + 1, now_micros_());
+  if (first_issued_ == 0) first_issued_ = last_version_;
+  last_issued_ = last_version_;
+  return last_version_;
 }
 
 void ResidentIndex::Commit(ResidentArray array) {
   absl::MutexLock lock(&mu_);
-  arrays_[array.name] = std::move(array);
-}
-
-int ResidentIndex::Rebind(
-    const std::vector<std::tuple<std::string, uint64_t, int64_t>>& held,
-    const std::string& worker_id, const std::string& address) {
-  int rebound = 0;
-  for (const auto& [name, version, device] : held) {
-    std::string old_id;
-    {
-      absl::MutexLock lock(&mu_);
-      auto it = arrays_.find(name);
-      if (it == arrays_.end() || it->second.version != version || device < 0 ||
-          device >= static_cast<int64_t>(it->second.worker_ids.size())) {
-        continue;
-      }
-      old_id = it->second.worker_ids[device];
-    }
-    if (is_live_(old_id)) continue;
-    absl::MutexLock lock(&mu_);
-    auto it = arrays_.find(name);
-    if (it == arrays_.end() || it->second.version != version) continue;
-    it->second.worker_ids[device] = worker_id;
-    it->second.addresses[device] = address;
-    ++rebound;
-  }
-  return rebound;
+  deleted_.erase(array.name);
+  std::string name = array.name;
+  arrays_[name] = Entry{std::move(array), false};
 }
 
 absl::StatusOr<ResidentArray> ResidentIndex::Remove(const std::string& name) {
@@ -127,15 +127,18 @@ absl::StatusOr<ResidentArray> ResidentIndex::Remove(const std::string& name) {
     return absl::NotFoundError(
         absl::StrCat("no resident array named '", name, "'"));
   }
-  ResidentArray a = std::move(it->second);
+  ResidentArray a = std::move(it->second.array);
   arrays_.erase(it);
+  // Blocks of it that workers report later (from before a restart) are
+  // gone with it.
+  deleted_[name] = std::max(a.version, last_version_);
   return a;
 }
 
 std::vector<ResidentArray> ResidentIndex::All() const {
   absl::MutexLock lock(&mu_);
   std::vector<ResidentArray> out;
-  for (const auto& [name, a] : arrays_) out.push_back(a);
+  for (const auto& [name, e] : arrays_) out.push_back(e.array);
   return out;
 }
 
@@ -144,7 +147,7 @@ std::vector<v1::ResidentInfo> ResidentIndex::List(
   std::vector<v1::ResidentInfo> out;
   for (const ResidentArray& a : All()) {
     if (!absl::StartsWith(a.name, prefix)) continue;
-    out.push_back(ToInfo(a, !LostHolder(a).empty()));
+    out.push_back(ToInfo(a, !LostReason(a).empty()));
   }
   return out;
 }

@@ -4,14 +4,26 @@
 // holder has left the pool is lost: using it fails until it is put or
 // restored again.
 //
+// The workers are the truth for what they hold: after a coordinator
+// restart the index starts empty and is rebuilt from the blocks each
+// worker reports when it registers (Report). An array comes back once
+// every device's block of its newest version has been reported; until
+// then it is listed lost, naming the devices still missing.
+//
+// Versions are unique across coordinator lifetimes: each is at least the
+// wall clock in microseconds and above every version issued or reported
+// before, so a version issued after a restart is never one a worker still
+// holds from before it (as long as the clock is not stepped back by more
+// than the restart took).
+//
 // Thread-safe.
 #ifndef SHARDMAP_SERVER_RESIDENT_INDEX_H_
 #define SHARDMAP_SERVER_RESIDENT_INDEX_H_
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -34,14 +46,28 @@ struct ResidentArray {
   uint64_t version = 0;
 };
 
+// A block a worker reports holding when it registers.
+struct ReportedBlock {
+  std::string name;
+  uint64_t version = 0;
+  int64_t device = 0;
+  // The whole array it belongs to; without it (an older worker) the block
+  // can only be given back to an array the index still knows.
+  std::optional<ArrayMeta> meta;
+  std::optional<Mesh> mesh;
+  PartitionSpec spec;
+};
+
 class ResidentIndex {
  public:
   // `is_live(worker_id)` tells whether a holder is still in the pool.
-  explicit ResidentIndex(std::function<bool(const std::string&)> is_live)
-      : is_live_(std::move(is_live)) {}
+  // `now_micros` is the wall clock versions start from (injectable for
+  // tests).
+  explicit ResidentIndex(std::function<bool(const std::string&)> is_live,
+                         std::function<uint64_t()> now_micros = WallMicros);
 
   // NOT_FOUND for an unknown name; FAILED_PRECONDITION naming the lost
-  // worker for a lost array.
+  // worker, or the devices no worker has reported yet, for a lost array.
   absl::StatusOr<ResidentArray> Find(const std::string& name) const;
   // OK if `name` may be written with `meta`, sharded by `spec` over
   // `mesh`: it is new, or has the same dtype, shape and sharding (the same
@@ -53,32 +79,67 @@ class ResidentIndex {
   absl::Status CheckWrite(const std::string& name, const ArrayMeta& meta,
                           const Mesh& mesh, const PartitionSpec& spec,
                           bool overwrite) const;
+  // Above every version issued or reported so far, and at least the wall
+  // clock in microseconds.
   uint64_t NextVersion();
   void Commit(ResidentArray array);
-  // A worker that restarted with blocks it kept on disk: for each block
-  // of an array whose holder of that device is gone, at the same version,
-  // the new worker becomes the holder. Returns how many were taken back.
-  int Rebind(
-      const std::vector<std::tuple<std::string, uint64_t, int64_t>>& held,
-      const std::string& worker_id, const std::string& address);
+
+  // What a worker registering as `worker_id` at `address` reported:
+  // `taken` blocks now count it as their holder; `drop` are blocks nobody
+  // can use (older than the array's version, of a name deleted or written
+  // since), which the worker should free.
+  struct Outcome {
+    int taken = 0;
+    std::vector<ReportedBlock> drop;
+  };
+  // Takes a worker's report. A block of an array's current version whose
+  // device has no live holder (not yet reported, or its holder left) gets
+  // this worker as holder. A block of a name the index does not know, or
+  // knows only from reports at an older version, starts (or replaces)
+  // that array at the block's version, lost until every device is
+  // reported; the newest version reported wins. Blocks whose version this
+  // coordinator issued and has not committed (a job committing right now)
+  // are left alone.
+  Outcome Report(const std::string& worker_id, const std::string& address,
+                 const std::vector<ReportedBlock>& blocks);
   // NOT_FOUND for an unknown name. Returns the removed entry.
   absl::StatusOr<ResidentArray> Remove(const std::string& name);
   std::vector<v1::ResidentInfo> List(const std::string& prefix) const;
   std::vector<ResidentArray> All() const;
 
   static v1::ResidentInfo ToInfo(const ResidentArray& a, bool lost);
+  static uint64_t WallMicros();
   // INVALID_ARGUMENT unless `name` is a path of [A-Za-z0-9_.-] segments
   // separated by '/'.
   static absl::Status ValidateName(const std::string& name);
 
  private:
-  // The first holder that is gone, or empty.
-  std::string LostHolder(const ResidentArray& a) const;
+  struct Entry {
+    ResidentArray array;
+    // Built from workers' reports, not written in this coordinator's
+    // lifetime: a newer reported version replaces it.
+    bool rebuilt = false;
+  };
+  // Why `a` cannot be used (the first holder that is gone, or the devices
+  // nobody reported), or empty.
+  std::string LostReason(const ResidentArray& a) const;
+  // One block of `Report`; true if this worker now holds it.
+  bool TakeLocked(const std::string& worker_id, const std::string& address,
+                  const ReportedBlock& b, std::vector<ReportedBlock>* drop)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::function<bool(const std::string&)> is_live_;
+  const std::function<uint64_t()> now_micros_;
   mutable absl::Mutex mu_;
-  std::map<std::string, ResidentArray> arrays_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_version_ ABSL_GUARDED_BY(mu_) = 1;
+  std::map<std::string, Entry> arrays_ ABSL_GUARDED_BY(mu_);
+  // The highest version issued or reported.
+  uint64_t last_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // The versions this lifetime issued are in [first_issued_,
+  // last_issued_] (none while first_issued_ is 0).
+  uint64_t first_issued_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_issued_ ABSL_GUARDED_BY(mu_) = 0;
+  // Per deleted name: reported versions up to this one are gone for good.
+  std::map<std::string, uint64_t> deleted_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardmap

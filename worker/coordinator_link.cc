@@ -91,6 +91,10 @@ void CoordinatorLink::Loop() {
         }
         spdlog::info("registered with coordinator {} as {}",
                      options_.coordinator, id);
+        if (options_.drop_blocks && resp.drop_size() > 0) {
+          options_.drop_blocks(std::vector<v1::HeldBlock>(resp.drop().begin(),
+                                                          resp.drop().end()));
+        }
         if (options_.on_registered) options_.on_registered(true);
         if (WaitForStop(interval)) return;
         continue;

@@ -34,8 +34,11 @@ class CoordinatorLink {
     std::vector<v1::FunctionSignature> functions;
     absl::Duration rpc_timeout = absl::Seconds(5);  // deadline of each RPC
     absl::Duration retry_interval = absl::Milliseconds(200);
-    // Blocks kept on disk from before a restart, reported at registration.
+    // Every resident block held, reported at each registration.
     std::function<std::vector<v1::HeldBlock>()> held_blocks;
+    // Called with the reported blocks the coordinator says nobody can use
+    // (RegisterResponse.drop), to free them.
+    std::function<void(const std::vector<v1::HeldBlock>&)> drop_blocks;
     // This worker's rank, if it has one (worker/rank.h).
     std::optional<int64_t> rank;
     // Called with true when a registration succeeds and with false when

@@ -23,6 +23,7 @@
 #include "worker/coordinator_link.h"
 #include "worker/function_registry.h"
 #include "worker/grpc_peer_transport.h"
+#include "worker/held_blocks.h"
 #include "worker/job_sequencer.h"
 #include "worker/peer_service.h"
 #include "worker/rank.h"
@@ -211,16 +212,9 @@ int main(int argc, char** argv) {
   link_options.coordinator = coordinator;
   link_options.advertise = advertise;
   link_options.functions = registry.Signatures();
-  link_options.held_blocks = [&store] {
-    std::vector<v1::HeldBlock> held;
-    for (const auto& [name, block] : store.All()) {
-      v1::HeldBlock b;
-      b.set_name(name);
-      b.set_version(block.version);
-      b.set_device(block.device);
-      held.push_back(std::move(b));
-    }
-    return held;
+  link_options.held_blocks = [&store] { return HeldBlocks(store); };
+  link_options.drop_blocks = [&store](const std::vector<v1::HeldBlock>& d) {
+    DropHeldBlocks(d, &store);
   };
   link_options.rank = *rank;
   link_options.on_registered = set_health;

@@ -2,11 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "core/dtype.h"
 #include "core/npy.h"
 
 namespace shardmap {
@@ -27,6 +29,35 @@ std::string DirectoryName(const std::string& name) {
     }
   }
   return out;
+}
+
+// The block's array layout in its current.json, if known.
+void WriteLayout(const ResidentStore::Block& b, nlohmann::json* meta) {
+  if (!b.layout.has_value()) return;
+  (*meta)["dtype"] = DTypeName(b.layout->meta.dtype);
+  (*meta)["shape"] = b.layout->meta.shape;
+  (*meta)["mesh"] = b.layout->mesh.ToString();
+  (*meta)["spec"] = b.layout->spec.ToString();
+}
+
+// Reads what WriteLayout wrote; a file without it (or with a layout that
+// does not parse) leaves the block's layout unknown: the block then only
+// serves an array the coordinator still knows.
+void ReadLayout(const nlohmann::json& meta, ResidentStore::Block* b) {
+  try {
+    if (!meta.contains("mesh") || !meta.contains("spec") ||
+        !meta.contains("dtype") || !meta.contains("shape")) {
+      return;
+    }
+    auto dtype = ParseDType(meta.at("dtype").get<std::string>());
+    auto mesh = Mesh::Parse(meta.at("mesh").get<std::string>());
+    auto spec = PartitionSpec::Parse(meta.at("spec").get<std::string>());
+    if (!dtype.ok() || !mesh.ok() || !spec.ok()) return;
+    b->layout = ResidentStore::ArrayLayout{
+        ArrayMeta{*dtype, meta.at("shape").get<Shape>()}, *mesh, *spec};
+  } catch (const nlohmann::json::exception&) {
+    b->layout.reset();
+  }
 }
 }  // namespace
 
@@ -96,6 +127,7 @@ void ResidentStore::Persist(const std::string& name, const Block& b) const {
                          {"device", b.device},
                          {"origin", b.box.origin},
                          {"file", data.filename().string()}};
+  WriteLayout(b, &meta);
   const fs::path tmp = dir / "current.json.tmp";
   std::ofstream(tmp) << meta.dump();
   fs::rename(tmp, dir / "current.json", ec);
@@ -139,6 +171,7 @@ absl::StatusOr<int> ResidentStore::LoadDirectory() {
               .string());
       if (!t.ok()) return t.status();
       b.box.shape = t->shape();
+      ReadLayout(meta, &b);
       b.data = std::make_shared<const Tensor>(*std::move(t));
       absl::MutexLock lock(&mu_);
       blocks_[meta.at("name").get<std::string>()].push_back(std::move(b));
@@ -172,5 +205,39 @@ uint64_t ResidentStore::Bytes() const {
   }
   return total;
 }
+
+// --- What the worker reports when it (re-)registers ---
+
+std::vector<std::pair<std::string, ResidentStore::Block>>
+ResidentStore::AllVersions() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<std::string, Block>> out;
+  for (const auto& [name, versions] : blocks_) {
+    for (const Block& b : versions) out.emplace_back(name, b);
+  }
+  return out;
+}
+
+void ResidentStore::DropVersion(const std::string& name, uint64_t version) {
+  absl::MutexLock lock(&mu_);
+  auto it = blocks_.find(name);
+  if (it == blocks_.end()) return;
+  std::deque<Block>& versions = it->second;
+  const bool newest = !versions.empty() && versions.back().version == version;
+  versions.erase(std::remove_if(versions.begin(), versions.end(),
+                                [version](const Block& b) {
+                                  return b.version == version;
+                                }),
+                 versions.end());
+  if (versions.empty()) {
+    blocks_.erase(it);
+    Unpersist(name);
+  } else if (newest) {
+    // The directory kept the dropped one: keep the one that stays.
+    Unpersist(name);
+    Persist(name, versions.back());
+  }
+}
+// --- end of what the worker reports ---
 
 }  // namespace shardmap

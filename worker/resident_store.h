@@ -13,6 +13,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "core/box_copy.h"
+#include "core/mesh.h"
+#include "core/partition_spec.h"
+#include "core/proto_convert.h"
 #include "core/tensor.h"
 
 namespace shardmap {
@@ -35,11 +39,19 @@ class ResidentStore {
   // Loads the blocks a previous run left in the directory. Returns how
   // many; errors name the file.
   absl::StatusOr<int> LoadDirectory();
+  // The whole array a block belongs to, as the coordinator wrote it.
+  struct ArrayLayout {
+    ArrayMeta meta;  // dtype and whole shape
+    Mesh mesh;
+    PartitionSpec spec;
+  };
   struct Block {
     uint64_t version = 0;
     int64_t device = 0;                  // the array's device it belongs to
     Box box;                             // where it sits in the array
     std::shared_ptr<const Tensor> data;  // shape == box.shape
+    // Unknown for blocks a previous run kept without it.
+    std::optional<ArrayLayout> layout;
   };
 
   // NOT_FOUND if this worker holds no such version of `name`.
@@ -57,6 +69,14 @@ class ResidentStore {
   // Stores at once (a restored checkpoint).
   void Put(const std::string& name, Block block);
   void Drop(const std::string& name);
+
+  // --- What the worker reports when it (re-)registers ---
+  // Every (name, block) held, every version kept (oldest first per name).
+  std::vector<std::pair<std::string, Block>> AllVersions() const;
+  // Drops `version` of `name`, in memory and in the directory; another
+  // version of it kept stays. Does nothing if it is not held.
+  void DropVersion(const std::string& name, uint64_t version);
+  // --- end of what the worker reports ---
 
  private:
   void PutLocked(const std::string& name, Block block)

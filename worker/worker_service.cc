@@ -307,6 +307,8 @@ absl::Status WorkerService::StageWrites(const v1::ShardJob& header,
     b.version = version;
     b.device = device;
     b.box = Box{layout.BlockOrigin(device), block.shape()};
+    b.layout = ResidentStore::ArrayLayout{
+        ArrayMeta{block.dtype(), layout.global_shape()}, mesh, s};
     b.data = std::make_shared<const Tensor>(std::move(block));
     store_->Stage(header.job_id(), name, std::move(b));
     return absl::OkStatus();
@@ -411,6 +413,8 @@ grpc::Status WorkerService::LoadBlock(grpc::ServerContext* context,
   b.version = request->version();
   b.device = request->device();
   b.box = Box{layout->BlockOrigin(request->device()), t->shape()};
+  b.layout =
+      ResidentStore::ArrayLayout{*meta, *mesh, SpecFromProto(request->spec())};
   b.data = std::make_shared<const Tensor>(*std::move(t));
   store_->Put(request->name(), std::move(b));
   return grpc::Status::OK;

@@ -1,6 +1,7 @@
 // Tests of server/resident_index: name validation, write checks, versions,
 // commit/find/remove, listings with the lost flag, and rebinding the
-// blocks of a restarted worker.
+// blocks of a restarted worker. The rebuild after a coordinator restart
+// is in resident_rebuild_test.cc.
 #include "server/resident_index.h"
 
 #include <gtest/gtest.h>
@@ -18,7 +19,20 @@
 namespace shardmap {
 namespace {
 
-using Held = std::vector<std::tuple<std::string, uint64_t, int64_t>>;
+// Blocks without their arrays' layouts (name, version, device), as an
+// older worker reports them.
+std::vector<ReportedBlock> Bare(
+    const std::vector<std::tuple<std::string, uint64_t, int64_t>>& held) {
+  std::vector<ReportedBlock> out;
+  for (const auto& [name, version, device] : held) {
+    ReportedBlock b;
+    b.name = name;
+    b.version = version;
+    b.device = device;
+    out.push_back(std::move(b));
+  }
+  return out;
+}
 
 class ResidentIndexTest : public ::testing::Test {
  protected:
@@ -279,14 +293,15 @@ TEST_F(ResidentIndexTest, ListFiltersByPrefixAndMarksLost) {
   EXPECT_FALSE(index_.List("model/b")[0].lost());
 }
 
-TEST_F(ResidentIndexTest, RebindTakesOverBlocksOfDeadHolders) {
+TEST_F(ResidentIndexTest, ReportTakesOverBlocksOfDeadHolders) {
   index_.Commit(MakeArray("p", 5, 2));
   index_.Commit(MakeArray("q", 6, 2));
   Kill("w1");
   EXPECT_FALSE(index_.Find("p").ok());
   // w9 restarted with p's block of device 1 at version 5 and q's at an
   // older version.
-  const int n = index_.Rebind({{"p", 5, 1}, {"q", 4, 1}}, "w9", "10.0.0.9:7");
+  const int n =
+      index_.Report("w9", "10.0.0.9:7", Bare({{"p", 5, 1}, {"q", 4, 1}})).taken;
   EXPECT_EQ(n, 1);
   Revive("w9");
   absl::StatusOr<ResidentArray> p = index_.Find("p");
@@ -295,29 +310,34 @@ TEST_F(ResidentIndexTest, RebindTakesOverBlocksOfDeadHolders) {
   EXPECT_EQ(p->addresses,
             (std::vector<std::string>{"10.0.0.0:5000", "10.0.0.9:7"}));
   EXPECT_EQ(p->version, 5u);
-  // q kept its dead holder: the version did not match.
+  // q kept its dead holder: the version did not match, and the older
+  // block is of no use.
   EXPECT_TRUE(StatusIs(index_.Find("q").status(),
                        absl::StatusCode::kFailedPrecondition, {"w1"}));
 }
 
-TEST_F(ResidentIndexTest, RebindLeavesLiveHolders) {
+TEST_F(ResidentIndexTest, ReportLeavesLiveHolders) {
   index_.Commit(MakeArray("p", 5, 2));
-  EXPECT_EQ(index_.Rebind({{"p", 5, 0}, {"p", 5, 1}}, "w9", "x:1"), 0);
+  EXPECT_EQ(index_.Report("w9", "x:1", Bare({{"p", 5, 0}, {"p", 5, 1}})).taken,
+            0);
   absl::StatusOr<ResidentArray> p = index_.Find("p");
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->worker_ids, (std::vector<std::string>{"w0", "w1"}));
   EXPECT_EQ(p->addresses[0], "10.0.0.0:5000");
 }
 
-TEST_F(ResidentIndexTest, RebindIgnoresUnknownNamesAndBadDevices) {
+TEST_F(ResidentIndexTest, ReportIgnoresUnknownNamesAndBadDevices) {
   index_.Commit(MakeArray("p", 5, 2));
   Kill("w0");
   Kill("w1");
-  EXPECT_EQ(
-      index_.Rebind({{"nope", 5, 0}, {"p", 5, -1}, {"p", 5, 2}}, "w9", "x:1"),
-      0);
+  EXPECT_EQ(index_
+                .Report("w9", "x:1",
+                        Bare({{"nope", 5, 0}, {"p", 5, -1}, {"p", 5, 2}}))
+                .taken,
+            0);
   // Several blocks at once, both devices of a dead pair.
-  EXPECT_EQ(index_.Rebind({{"p", 5, 0}, {"p", 5, 1}}, "w9", "x:1"), 2);
+  EXPECT_EQ(index_.Report("w9", "x:1", Bare({{"p", 5, 0}, {"p", 5, 1}})).taken,
+            2);
   Revive("w9");
   absl::StatusOr<ResidentArray> p = index_.Find("p");
   ASSERT_TRUE(p.ok()) << p.status();

@@ -1,0 +1,123 @@
+// ResidentIndex::Report: rebuilding the index from the blocks workers
+// report when they register (after a coordinator restart, or a worker's).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "core/block_math.h"
+#include "server/resident_index.h"
+
+namespace shardmap {
+namespace {
+
+// A new entry, no device reported yet, for the array `b` belongs to.
+absl::StatusOr<ResidentArray> ArrayOf(const ReportedBlock& b) {
+  if (absl::Status s = ResidentIndex::ValidateName(b.name); !s.ok()) return s;
+  if (!b.meta.has_value() || !b.mesh.has_value()) {
+    return absl::InvalidArgumentError("the worker did not say its layout");
+  }
+  auto layout =
+      BlockLayout::Create(*b.mesh, b.spec, b.meta->shape, "its spec", b.name);
+  if (!layout.ok()) return layout.status();
+  ResidentArray a;
+  a.name = b.name;
+  a.meta = *b.meta;
+  a.mesh = *b.mesh;
+  a.spec = b.spec;
+  a.version = b.version;
+  a.worker_ids.assign(b.mesh->num_devices(), "");
+  a.addresses.assign(b.mesh->num_devices(), "");
+  return a;
+}
+
+// Whether `b` says the layout `a` has (true when it says none).
+bool SameLayout(const ResidentArray& a, const ReportedBlock& b) {
+  if (!b.meta.has_value() || !b.mesh.has_value()) return true;
+  return a.meta.dtype == b.meta->dtype && a.meta.shape == b.meta->shape &&
+         SameSharding(a.mesh, a.spec, *b.mesh, b.spec, a.meta.shape.size());
+}
+
+}  // namespace
+
+ResidentIndex::Outcome ResidentIndex::Report(
+    const std::string& worker_id, const std::string& address,
+    const std::vector<ReportedBlock>& blocks) {
+  // Newest first: a worker's newer version of a name starts the entry its
+  // older one is then measured against.
+  std::vector<const ReportedBlock*> order;
+  for (const ReportedBlock& b : blocks) order.push_back(&b);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const ReportedBlock* x, const ReportedBlock* y) {
+                     return x->version > y->version;
+                   });
+  Outcome out;
+  absl::MutexLock lock(&mu_);
+  for (const ReportedBlock* b : order) {
+    if (TakeLocked(worker_id, address, *b, &out.drop)) ++out.taken;
+  }
+  return out;
+}
+
+bool ResidentIndex::TakeLocked(const std::string& worker_id,
+                               const std::string& address,
+                               const ReportedBlock& b,
+                               std::vector<ReportedBlock>* drop) {
+  // Versions issued from now on are above every one a worker holds.
+  last_version_ = std::max(last_version_, b.version);
+  // Issued by this coordinator and not (yet) committed: a job may be
+  // committing it right now, so it is neither taken nor dropped.
+  const bool issued_here = first_issued_ != 0 && b.version >= first_issued_ &&
+                           b.version <= last_issued_;
+  auto it = arrays_.find(b.name);
+  if (it == arrays_.end()) {
+    auto deleted = deleted_.find(b.name);
+    if (deleted != deleted_.end() && b.version <= deleted->second) {
+      drop->push_back(b);
+      return false;
+    }
+    if (issued_here) return false;
+    auto a = ArrayOf(b);
+    if (!a.ok()) {
+      spdlog::warn(
+          "worker {} holds '{}' version {}, which cannot be rebuilt: {}",
+          worker_id, b.name, b.version, std::string(a.status().message()));
+      return false;
+    }
+    it = arrays_.emplace(b.name, Entry{*std::move(a), true}).first;
+  } else if (b.version < it->second.array.version) {
+    drop->push_back(b);  // superseded
+    return false;
+  } else if (b.version > it->second.array.version) {
+    if (issued_here) return false;
+    if (!it->second.rebuilt) {
+      // Written in this lifetime after the block's: the block is older
+      // whatever its number says (a clock stepped back).
+      drop->push_back(b);
+      return false;
+    }
+    auto a = ArrayOf(b);
+    if (!a.ok()) return false;
+    // A newer version than the one reported so far: it wins. Blocks of
+    // the older one on workers that reported already stay with them
+    // until their next version or registration.
+    it->second = Entry{*std::move(a), true};
+  }
+  ResidentArray& a = it->second.array;
+  if (b.device < 0 || b.device >= static_cast<int64_t>(a.worker_ids.size()) ||
+      (it->second.rebuilt && !SameLayout(a, b))) {
+    spdlog::warn(
+        "worker {} reports a block of '{}' version {} (device {}) that does "
+        "not fit the array; ignored",
+        worker_id, b.name, b.version, b.device);
+    return false;
+  }
+  std::string& holder = a.worker_ids[b.device];
+  if (!holder.empty() && holder != worker_id && is_live_(holder)) {
+    return false;  // a live worker holds that device's block already
+  }
+  holder = worker_id;
+  a.addresses[b.device] = address;
+  return true;
+}
+
+}  // namespace shardmap

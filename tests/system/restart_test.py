@@ -1,0 +1,367 @@
+"""A coordinator killed (-9) and restarted while resident arrays exist
+(docs/RELIABILITY.md scenario 32), with real processes on 127.0.0.1: the
+workers re-register and report their blocks; every array reads back
+bit-exact (same dtype, shape, mesh, spec and version) or is listed LOST
+naming its missing blocks; never stale, never silently gone; a new put of
+a name is what a get returns. Also under load: clients putting, getting
+and running jobs with state while the coordinator dies and comes back.
+
+Environment: SHARDMAP_BIN_DIR = directory of the binaries.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+RNG = np.random.default_rng(32)
+REPORT_TIMEOUT = 30  # seconds for the workers to re-register and report
+
+
+class Cluster(harness.ProcessCluster):
+    """A cluster with a scratch directory and shardctl shortcuts."""
+
+    def __init__(self, n, state_dirs=0):
+        self.tmp = tempfile.TemporaryDirectory(prefix="shardmap-restart-")
+        self.files = 0
+        self.files_lock = threading.Lock()
+        super().__init__(0)
+        # The first `state_dirs` workers keep their blocks in a directory.
+        for i in range(n):
+            extra = (["--state-dir", os.path.join(self.tmp.name, f"state{i}")]
+                     if i < state_dirs else [])
+            self.add_worker(*extra)
+        self.wait_for_workers(n)
+
+    def close(self):
+        super().close()
+        self.tmp.cleanup()
+
+    def file(self, array=None):
+        with self.files_lock:
+            self.files += 1
+            path = os.path.join(self.tmp.name, f"f{self.files}.npy")
+        if array is not None:
+            np.save(path, array)
+        return path
+
+    def ctl(self, *args, timeout=120):
+        p = subprocess.run(
+            [harness.SHARDCTL, *args, "--coordinator", self.address],
+            capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+
+    def put(self, name, array, mesh, spec, *extra):
+        return self.ctl("put", name, self.file(array), "--mesh", mesh,
+                        "--spec", spec, *extra)
+
+    def get(self, name):
+        out = self.file()
+        code, _, err = self.ctl("get", name, "--out", out)
+        return code, (np.load(out) if code == 0 else None), err
+
+    def ls(self):
+        code, out, err = self.ctl("ls", "--json")
+        assert code == 0, err
+        return {a["name"]: a for a in json.loads(out)["arrays"]}
+
+    def restart_coordinator(self, workers):
+        """kill -9 the coordinator, start it again on the same port, and
+        wait until `workers` workers registered again."""
+        port = self.address.rsplit(":", 1)[1]
+        self.kill_coordinator()
+        self.start_coordinator(port)
+        self.wait_for_workers(workers, timeout=REPORT_TIMEOUT)
+
+    def wait_listed(self, names, timeout=REPORT_TIMEOUT):
+        """Polls `ls` until every name is listed and not lost (the workers
+        report as they register); returns the last listing."""
+        end = time.monotonic() + timeout
+        while True:
+            listed = self.ls()
+            if all(n in listed and not listed[n]["lost"] for n in names):
+                return listed
+            if time.monotonic() > end:
+                raise AssertionError(f"not all of {names} came back: {listed}")
+            time.sleep(0.1)
+
+
+# What the listing says of an array, but for the holders' ids (a worker
+# registers again under a new id).
+LAYOUT = ("dtype", "shape", "mesh", "spec", "version", "bytes", "lost")
+
+
+class CoordinatorRestartTest(unittest.TestCase):
+
+    def setUp(self):
+        self.c = Cluster(4, state_dirs=1)
+
+    def tearDown(self):
+        self.c.close()
+
+    def test_every_array_reads_back_bit_exact(self):
+        c = self.c
+        arrays = {
+            "a": (np.arange(8, dtype=np.float32), "x=4", "P('x')"),
+            "m/b": (RNG.integers(-2**40, 2**40, (6, 4)).astype(np.int64),
+                    "x=2,y=2", "P('x', 'y')"),
+            "c": (RNG.standard_normal((5, 3)), "x=2", "P()"),
+            "d": (RNG.integers(0, 100, (4, 8)).astype(np.int32), "x=2,y=2",
+                  "P(None, ('y', 'x'))"),
+            "e": (RNG.standard_normal((2, 6)).astype(np.float32), "x=1",
+                  "P()"),
+        }
+        for name, (value, mesh, spec) in arrays.items():
+            code, _, err = c.put(name, value, mesh, spec)
+            self.assertEqual(code, 0, err)
+        # A state written by a job, too.
+        zeros = np.zeros((4, 3), np.float64)
+        code, _, err = c.put("s", zeros, "x=2", "P('x')")
+        self.assertEqual(code, 0, err)
+        step = RNG.standard_normal((4, 3))
+        code, _, err = c.ctl("run", "--mesh", "x=2", "--fn", "accumulate",
+                             "--arg", c.file(step), "--in-spec", "P('x')",
+                             "--out-spec", "P('x')", "--state", "buffer=s",
+                             "--state-spec", "buffer=P('x')")
+        self.assertEqual(code, 0, err)
+        arrays["s"] = (step, "x=2", "P('x')")
+        before = c.ls()
+        self.assertEqual(sorted(before), sorted(arrays))
+
+        c.restart_coordinator(4)
+        after = c.wait_listed(list(arrays))
+        for name, (value, _, _) in arrays.items():
+            with self.subTest(name=name):
+                self.assertEqual({k: after[name][k] for k in LAYOUT},
+                                 {k: before[name][k] for k in LAYOUT})
+                code, got, err = c.get(name)
+                self.assertEqual(code, 0, err)
+                self.assertEqual(got.dtype, value.dtype)
+                np.testing.assert_array_equal(got, value)
+
+        # The new put is what a get returns (it used to be the old data).
+        new = np.arange(100, 108, dtype=np.float32)
+        code, _, err = c.put("a", new, "x=4", "P('x')")
+        self.assertEqual(code, 0, err)
+        code, got, err = c.get("a")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(got, new)
+        self.assertGreater(c.ls()["a"]["version"], before["a"]["version"])
+        # So is a job's write of the state.
+        code, _, err = c.ctl("run", "--mesh", "x=2", "--fn", "accumulate",
+                             "--arg", c.file(step), "--in-spec", "P('x')",
+                             "--out-spec", "P('x')", "--state", "buffer=s",
+                             "--state-spec", "buffer=P('x')")
+        self.assertEqual(code, 0, err)
+        code, got, err = c.get("s")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(got, step + step)
+
+        # A second restart: the versions issued after the first one still
+        # win over anything kept from before it.
+        c.restart_coordinator(4)
+        c.wait_listed(list(arrays))
+        code, got, err = c.get("a")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(got, new)
+
+    def test_an_array_whose_holder_died_meanwhile_is_lost(self):
+        c = self.c
+        whole = RNG.standard_normal((4, 2))
+        part = np.arange(16, dtype=np.int32).reshape(8, 2)
+        code, _, err = c.put("whole", whole, "x=2", "P('x')")
+        self.assertEqual(code, 0, err)
+        code, _, err = c.put("part", part, "x=4", "P('x')")
+        self.assertEqual(code, 0, err)
+        # Devices go to workers in registration order: device 3 of "part"
+        # is on a worker "whole" does not use.
+        holder = c.worker_of_device(3)
+        port = c.address.rsplit(":", 1)[1]
+        c.kill_coordinator()
+        c.kill_worker(holder)
+        c.start_coordinator(port)
+        c.wait_for_workers(3, timeout=REPORT_TIMEOUT)
+        listed = c.wait_listed(["whole"])
+        code, got, err = c.get("whole")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(got, whole)
+        # Listed LOST, never silently gone; reading it names the block.
+        self.assertIn("part", listed)
+        self.assertTrue(listed["part"]["lost"], listed)
+        code, out, err = c.ctl("ls")
+        self.assertEqual(code, 0, err)
+        self.assertRegex(out, r"part.*LOST")
+        code, _, err = c.get("part")
+        self.assertEqual(code, 69, err)
+        self.assertIn("lost", err)
+        self.assertIn("device 3 (of 4", err)
+        # A new put heals it.
+        code, _, err = c.put("part", part + 1, "x=2", "P('x')", "--overwrite")
+        self.assertEqual(code, 0, err)
+        code, got, err = c.get("part")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(got, part + 1)
+
+    def test_a_put_before_a_late_worker_reports_wins(self):
+        c = self.c
+        old = np.arange(8, dtype=np.float32)
+        code, _, err = c.put("p", old, "x=4", "P('x')")
+        self.assertEqual(code, 0, err)
+        code, _, err = c.put("q", old, "x=4", "P('x')")
+        self.assertEqual(code, 0, err)
+        # The worker with a state directory is down while the coordinator
+        # restarts: its blocks are missing, and it comes back late.
+        keeper = c.workers[0]
+        device = [w["address"] for w in harness.status(c.address)[
+            "workers"]].index(keeper.address)
+        state_dir = os.path.join(c.tmp.name, "state0")
+        port = c.address.rsplit(":", 1)[1]
+        c.kill_coordinator()
+        c.kill_worker(keeper)
+        c.start_coordinator(port)
+        c.wait_for_workers(3, timeout=REPORT_TIMEOUT)
+        code, _, err = c.get("p")
+        self.assertEqual(code, 69, err)
+        self.assertIn(f"device {device} (of 4", err)
+        # p is written anew meanwhile, on the workers there are.
+        new = np.arange(100, 104, dtype=np.float32)
+        code, _, err = c.put("p", new, "x=2", "P('x')", "--overwrite")
+        self.assertEqual(code, 0, err)
+        # The late worker's blocks: p's is older than the new put and is
+        # dropped (from its state directory too); q's completes q.
+        c.add_worker("--state-dir", state_dir)
+        c.wait_for_workers(4, timeout=REPORT_TIMEOUT)
+        c.wait_listed(["p", "q"])
+        code, got, err = c.get("p")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(got, new)
+        code, got, err = c.get("q")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(got, old)
+        kept = os.path.join(state_dir, "arrays")
+        end = time.monotonic() + REPORT_TIMEOUT
+        while "p" in os.listdir(kept) and time.monotonic() < end:
+            time.sleep(0.05)
+        self.assertEqual(sorted(os.listdir(kept)), ["q"])
+
+
+class CoordinatorRestartUnderLoadTest(unittest.TestCase):
+    """Clients keep putting, getting and running jobs with state while
+    the coordinator is killed and restarted. Each client owns its names,
+    so what a get may return is known: never an older value than the last
+    acknowledged write (only that one, or a later write whose answer the
+    restart cut off), or LOST."""
+
+    CLIENTS = 4
+    RESTARTS = 2
+
+    def setUp(self):
+        self.c = Cluster(4, state_dirs=1)
+
+    def tearDown(self):
+        self.c.close()
+
+    def client(self, t, stop, log):
+        """Client t's loop: put its array with value i, get it, accumulate
+        ones into its state. `log` gets what was acknowledged."""
+        c = self.c
+        name, state = f"load/a{t}", f"load/s{t}"
+        one = np.ones((4, 2), np.int64)
+        mine = log[t]
+        i = 0
+        while not stop.is_set() or mine["after_restart"] < 5:
+            i += 1
+            mine["attempted"] = i
+            code, _, err = c.put(name, np.full((8,), i, np.int64), "x=4",
+                                 "P('x')")
+            if code == 0:
+                mine["acked"] = i
+            code, got, err = c.get(name)
+            if code == 0:
+                # Never older than the last acknowledged put.
+                v = int(got[0])
+                if not (np.all(got == v) and mine["acked"] <= v <= i):
+                    mine["errors"].append(f"get {name} gave {got} after "
+                                          f"put {mine['acked']} acked")
+            path = c.file(one)
+            mine["steps_tried"] += 1
+            code, _, err = c.ctl("run", "--mesh", "x=2", "--fn", "accumulate",
+                                 "--arg", path, "--in-spec", "P('x')",
+                                 "--out-spec", "P('x')", "--state",
+                                 f"buffer={state}", "--state-spec",
+                                 "buffer=P('x')")
+            if code == 0:
+                mine["steps_acked"] += 1
+            if stop.is_set():
+                mine["after_restart"] += 1
+
+    def test_every_array_is_acknowledged_data_or_lost(self):
+        c = self.c
+        for t in range(self.CLIENTS):
+            code, _, err = c.put(f"load/s{t}", np.zeros((4, 2), np.int64),
+                                 "x=2", "P('x')")
+            self.assertEqual(code, 0, err)
+        log = [{"attempted": 0, "acked": 0, "steps_tried": 0,
+                "steps_acked": 0, "after_restart": 0, "errors": []}
+               for _ in range(self.CLIENTS)]
+        restarted = threading.Event()
+        threads = [threading.Thread(target=self.client,
+                                    args=(t, restarted, log))
+                   for t in range(self.CLIENTS)]
+        for th in threads:
+            th.start()
+        # Twice: let every client get some more writes in, then kill the
+        # coordinator mid-flight.
+        for _ in range(self.RESTARTS):
+            goal = min(m["acked"] for m in log) + 3
+            end = time.monotonic() + 60
+            while (min(m["acked"] for m in log) < goal
+                   and time.monotonic() < end):
+                time.sleep(0.05)
+            c.restart_coordinator(4)
+        restarted.set()
+        for th in threads:
+            th.join(timeout=300)
+            self.assertFalse(th.is_alive())
+        listed = c.ls()
+
+        def check(name, low, high):
+            """1 if `name` is listed LOST (and reads fail so), else 0 once
+            it read back as one value in [low, high] everywhere."""
+            self.assertIn(name, listed)
+            code, got, err = c.get(name)
+            if listed[name]["lost"]:
+                self.assertEqual(code, 69, err)
+                return 1
+            self.assertEqual(code, 0, err)
+            self.assertTrue(np.all(got == got.flat[0]), got)
+            self.assertGreaterEqual(int(got.flat[0]), low)
+            self.assertLessEqual(int(got.flat[0]), high)
+            return 0
+
+        lost = 0
+        for t, mine in enumerate(log):
+            with self.subTest(client=t):
+                self.assertEqual(mine["errors"], [])
+                # The last acknowledged put, or a later one whose answer
+                # the restart cut off.
+                lost += check(f"load/a{t}", mine["acked"], mine["attempted"])
+                # Every acknowledged step is in; of the others, a step
+                # whose answer the restart cut off may be too.
+                lost += check(f"load/s{t}", mine["steps_acked"],
+                              mine["steps_tried"])
+        print(f"\n  {sum(m['attempted'] for m in log)} puts, "
+              f"{sum(m['steps_tried'] for m in log)} jobs; {lost} arrays "
+              f"lost", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    harness.main()
