@@ -13,7 +13,7 @@ namespace shardmap {
 
 absl::StatusOr<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::Start(
     const std::string& address,
-    std::shared_ptr<prometheus::Collectable> collectable) {
+    std::shared_ptr<prometheus::Collectable> collectable, bool insecure) {
   if (!IsLoopbackAddress(address)) {
     if (!insecure) {
       return absl::FailedPreconditionError(absl::StrCat(

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -48,15 +49,19 @@ TEST_F(NpzLimitsTest, DeclaredTotalOverTheLimitIsRefused) {
 
 TEST_F(NpzLimitsTest, MemberWhoseHeaderDisagreesWithTheDirectoryIsRefused) {
   const std::string path = dir_ + "/lies.npz";
-  ASSERT_TRUE(WriteNpz(path, {{"a", &a_}}, /*compress=*/false).ok());
-  // The stored member's header now declares 10 elements (same length, so
-  // the archive stays well-formed) while its data holds 1000.
+  // Larger than the header's read (kNpyMaxHeadBytes), so that the refusal
+  // comes before the member's end (where libzip would check its CRC).
+  Tensor big(DType::kFloat64, {300000});
+  std::memset(big.data(), 0, big.num_bytes());
+  ASSERT_TRUE(WriteNpz(path, {{"a", &big}}, /*compress=*/false).ok());
+  // The stored member's header now declares 3000 elements (same length,
+  // so the archive stays well-formed) while its data holds 300000.
   std::stringstream s;
   s << std::ifstream(path, std::ios::binary).rdbuf();
   std::string bytes = s.str();
-  const size_t at = bytes.find("(1000,)");
+  const size_t at = bytes.find("(300000,)");
   ASSERT_NE(at, std::string::npos);
-  bytes.replace(at, 7, "(10,)  ");
+  bytes.replace(at, 9, "(3000,)  ");
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
   const uint64_t header = NpyHeader(a_).size();
   EXPECT_TRUE(StatusIs(
