@@ -181,12 +181,7 @@ int main(int argc, char** argv) {
   app.add_option("--bytes", o.bytes, "bytes of each job's input")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 34));
-  app.add_option("--max-rss-growth", o.max_rss_growth,
-                 "largest allowed growth of a process's idle RSS")
-      ->capture_default_str();
-  app.add_option("--rss-slack-mib", o.rss_slack_mib,
-                 "growth allowed even where it is more than --max-rss-growth")
-      ->capture_default_str();
+  shardmap::AddRssBoundFlags(app, &o.max_rss_growth, &o.rss_slack_mib);
   app.add_option("--idle-limit", o.idle_limit,
                  "seconds the RSS may take to come back")
       ->capture_default_str();

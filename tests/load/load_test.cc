@@ -569,14 +569,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--big-bytes", o.big_bytes, "bytes of a big job's input")
       ->capture_default_str();
-  app.add_option("--max-rss-growth", o.max_rss_growth,
-                 "largest allowed growth of idle RSS, after the last vs the "
-                 "first quarter")
-      ->capture_default_str();
-  app.add_option("--rss-slack-mib", o.rss_slack_mib,
-                 "growth of one process's idle RSS allowed even where it is "
-                 "more than --max-rss-growth")
-      ->capture_default_str();
+  shardmap::AddRssBoundFlags(app, &o.max_rss_growth, &o.rss_slack_mib);
   app.add_flag("--no-rss-check{false}", o.check_rss,
                "report the RSS figures without failing on them");
   app.add_option("--seed", o.seed, "seed of the job mix")

@@ -7,6 +7,7 @@
 
 #include <sys/types.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -81,6 +82,20 @@ inline bool WithinIdleBounds(const std::vector<long>& base,
     }
   }
   return true;
+}
+
+// --max-rss-growth and --rss-slack-mib: how far idle RSS may grow, as a
+// fraction, or in MiB where that is more.
+inline void AddRssBoundFlags(CLI::App& app, double* max_growth,
+                             double* slack_mib) {
+  app.add_option("--max-rss-growth", *max_growth,
+                 "largest allowed growth of a process's idle RSS (a "
+                 "fraction)")
+      ->capture_default_str();
+  app.add_option("--rss-slack-mib", *slack_mib,
+                 "growth of one process's idle RSS allowed even where it is "
+                 "more than --max-rss-growth")
+      ->capture_default_str();
 }
 
 }  // namespace shardmap
