@@ -17,6 +17,7 @@
 #include "client/array_format.h"
 #include "client/commands.h"
 #include "client/exit_codes.h"
+#include "client/output_file.h"
 #include "client/shard_client.h"
 #include "client/tree_rules.h"
 #include "core/block_math.h"
@@ -235,7 +236,7 @@ int GetCommand(const GetFlags& f) {
   nlohmann::json j = {
       {"name", name}, {"dtype", DTypeName(t->dtype())}, {"shape", t->shape()}};
   if (!f.out.empty()) {
-    if (absl::Status s = WriteNpy(f.out, *t); !s.ok()) {
+    if (absl::Status s = WriteOutputNpy(f.out, *t); !s.ok()) {
       return ReportError(s, kExitCantCreate, f.json);
     }
     j["file"] = f.out;
@@ -308,7 +309,7 @@ struct TreeItem {
 absl::StatusOr<std::vector<TreeItem>> PlanTree(
     const PutTreeFlags& f, const Mesh& mesh, const std::vector<TreeRule>& rules,
     int* exit_code) {
-  auto arrays = ReadNpz(f.file);
+  auto arrays = ReadNpz(f.file, f.max_bytes);
   if (!arrays.ok()) {
     *exit_code = arrays.status().code() == absl::StatusCode::kNotFound
                      ? kExitNoInput

@@ -7,6 +7,7 @@
 #include "client/exit_codes.h"
 #include "client/local_cluster.h"
 #include "client/shard_client.h"
+#include "core/bounded_input.h"
 #include "core/signals.h"
 #include "core/signature.h"
 #include "core/status_util.h"
@@ -102,8 +103,12 @@ int FunctionsCommand(const QueryFlags& f) {
       for (const auto& k : fn.kwargs()) {
         nlohmann::json kj = {
             {"name", k.name()}, {"type", k.type()}, {"required", k.required()}};
-        if (!k.required())
-          kj["default"] = nlohmann::json::parse(k.default_json());
+        if (!k.required()) {
+          // The coordinator's text; kept as a string if it is not JSON.
+          auto value = ParseJson(k.default_json(), "a keyword's default");
+          kj["default"] =
+              value.ok() ? *std::move(value) : nlohmann::json(k.default_json());
+        }
         kwargs.push_back(kj);
       }
       list.push_back({{"name", fn.name()},

@@ -112,6 +112,8 @@ struct PutTreeFlags {
   bool overwrite = false;
   bool dry_run = false;
   bool json = false;
+  // Largest total the archive's arrays may decompress to.
+  uint64_t max_bytes = uint64_t{16} << 30;
 };
 int PutTreeCommand(const PutTreeFlags& flags);
 

@@ -16,6 +16,7 @@
 #include "client/commands.h"
 #include "client/exit_codes.h"
 #include "client/local_cluster.h"
+#include "client/output_file.h"
 #include "client/shard_client.h"
 #include "core/npy.h"
 #include "core/signature.h"
@@ -334,7 +335,7 @@ int RunCommand(const RunFlags& f) {
     const Tensor& t = result->outputs[next_returned++];
     nlohmann::json o = {{"dtype", DTypeName(t.dtype())}, {"shape", t.shape()}};
     if (i < f.outs.size()) {
-      if (absl::Status s = WriteNpy(f.outs[i], t); !s.ok()) {
+      if (absl::Status s = WriteOutputNpy(f.outs[i], t); !s.ok()) {
         return ReportError(s, kExitCantCreate, f.json);
       }
       o["file"] = f.outs[i];

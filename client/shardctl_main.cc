@@ -1,7 +1,10 @@
 // shardctl: the command-line client of shardmap.
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <iostream>
+#include <string>
 
+#include "absl/strings/numbers.h"
 #include "client/commands.h"
 #include "client/exit_codes.h"
 #include "core/credentials.h"
@@ -66,6 +69,25 @@ connection TLS; the bearer token comes from --token-file or SHARDMAP_TOKEN,
 else from the file `shardctl up` keeps for the address dialled.
 )EX";
 
+// A number of seconds for --timeout: finite, positive and at most a year
+// (CLI::Range lets NaN through, and 0, -1, inf or NaN would mean "no
+// deadline" or "already expired" further down).
+CLI::Validator TimeoutSeconds() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        constexpr double kMaxSeconds = 365.0 * 24 * 3600;
+        double v = 0;
+        if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) || v <= 0 ||
+            v > kMaxSeconds) {
+          return "--timeout must be a number of seconds in (0, 31536000], "
+                 "got '" +
+                 text + "'";
+        }
+        return "";
+      },
+      "SECONDS>0");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,7 +146,8 @@ int main(int argc, char** argv) {
   run_cmd->add_flag("--json", run.json, "print a machine-readable summary");
   run_cmd
       ->add_option("--timeout", run.timeout_seconds, "job deadline in seconds")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(TimeoutSeconds());
   run_cmd->add_option("--traceparent", run.traceparent,
                       "W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>) to send "
                       "with the job; the servers log its trace id (default: "
@@ -180,7 +203,8 @@ int main(int argc, char** argv) {
   health_cmd
       ->add_option("--timeout", health.timeout_seconds,
                    "seconds to wait for an answer (with --watch: to watch)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(TimeoutSeconds());
   health_cmd->add_flag("--watch", health.watch,
                        "print the status and every change until --timeout");
   health_cmd->add_flag("--json", health.json, "machine-readable output");
@@ -264,6 +288,11 @@ int main(int argc, char** argv) {
                      "replace arrays of another shape, dtype or sharding");
   tree_cmd->add_flag("--dry-run", tree.dry_run,
                      "print each array's spec and rule; put nothing");
+  tree_cmd
+      ->add_option("--max-bytes", tree.max_bytes,
+                   "refuse an archive whose arrays total more bytes than "
+                   "this once decompressed (checked before decompressing)")
+      ->capture_default_str();
   coordinator_option(tree_cmd, tree.coordinator);
   tree_cmd->add_flag("--json", tree.json, "machine-readable output");
 

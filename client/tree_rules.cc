@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "core/bounded_input.h"
 
 namespace shardmap {
 namespace {
@@ -51,14 +52,14 @@ absl::StatusOr<TreeRule> ParseTreeRule(absl::string_view text) {
   const size_t eq = rule.find('=');
   if (eq == absl::string_view::npos) {
     return absl::InvalidArgumentError(
-        absl::StrCat("malformed rule \"", rule,
+        absl::StrCat("malformed rule \"", Truncate(rule),
                      "\": expected FILTER=SPEC, e.g. \"*/bias=P()\""));
   }
   TreeRule out;
   out.filter = std::string(absl::StripAsciiWhitespace(rule.substr(0, eq)));
   if (out.filter.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("malformed rule \"", rule,
+        absl::StrCat("malformed rule \"", Truncate(rule),
                      "\": empty filter before '=' (use \"*\" to match every "
                      "path)"));
   }
@@ -67,14 +68,14 @@ absl::StatusOr<TreeRule> ParseTreeRule(absl::string_view text) {
   if (body.empty() || absl::StartsWith(body, "/") ||
       absl::EndsWith(body, "/") || absl::StrContains(body, "//")) {
     return absl::InvalidArgumentError(
-        absl::StrCat("malformed rule \"", rule, "\": filter '", out.filter,
-                     "' has an empty path component"));
+        absl::StrCat("malformed rule \"", Truncate(rule), "\": filter '",
+                     Truncate(out.filter), "' has an empty path component"));
   }
   auto spec =
       PartitionSpec::Parse(absl::StripAsciiWhitespace(rule.substr(eq + 1)));
   if (!spec.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("rule \"", rule, "\": ", spec.status().message()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rule \"", Truncate(rule), "\": ", spec.status().message()));
   }
   out.spec = spec->unsplit() ? PartitionSpec() : *std::move(spec);
   return out;

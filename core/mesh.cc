@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/bounded_input.h"
 
 namespace shardmap {
 
@@ -38,7 +39,7 @@ absl::StatusOr<Mesh> Mesh::Create(std::vector<MeshAxis> axes) {
   for (const MeshAxis& a : axes) {
     if (!IsAxisName(a.name)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "mesh axis name '", a.name,
+          "mesh axis name '", Truncate(a.name),
           "' is not an identifier (letters, digits and '_', not starting "
           "with a digit)"));
     }
@@ -74,10 +75,10 @@ absl::StatusOr<Mesh> Mesh::Parse(absl::string_view text) {
     if (kv.size() != 2 ||
         !absl::SimpleAtoi(absl::StripAsciiWhitespace(kv[1]), &size)) {
       return absl::InvalidArgumentError(
-          absl::StrCat("malformed mesh '", text,
+          absl::StrCat("malformed mesh '", Truncate(text),
                        "': expected AXIS=SIZE[,AXIS=SIZE...], "
                        "e.g. data=2,model=4; got '",
-                       part, "'"));
+                       Truncate(part), "'"));
     }
     axes.push_back({std::string(absl::StripAsciiWhitespace(kv[0])), size});
   }

@@ -18,14 +18,18 @@ namespace shardmap {
 class MetricsEndpoint {
  public:
   // Listens on `address` (HOST:PORT; port 0 = any free port) and serves
-  // `collectable` at /metrics. UNAVAILABLE naming the address when it
-  // cannot listen.
+  // `collectable` at /metrics, in plain HTTP without authentication.
+  // Errors: FAILED_PRECONDITION for an address off loopback unless
+  // `insecure` (--insecure; then a warning is logged); UNAVAILABLE naming
+  // the address when it cannot listen.
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
       const std::string& address,
-      std::shared_ptr<prometheus::Collectable> collectable);
+      std::shared_ptr<prometheus::Collectable> collectable,
+      bool insecure = false);
   ~MetricsEndpoint();
 
-  // HOST:PORT with the port actually bound.
+  // The HOST given to Start (0.0.0.0 stays 0.0.0.0) with the port actually
+  // bound.
   const std::string& address() const { return address_; }
 
  private:

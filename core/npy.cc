@@ -407,6 +407,32 @@ std::string NpyHeader(const Tensor& t) {
   return out;
 }
 
+namespace {
+
+// The data bytes `h` declares. INVALID_ARGUMENT over 2^62.
+absl::StatusOr<uint64_t> DataBytes(const ArrayHeader& h,
+                                   absl::string_view name) {
+  unsigned __int128 expected = ItemSize(h.descr.dtype);
+  for (int64_t d : h.shape) {
+    expected *= static_cast<uint64_t>(d);
+    if (expected > (static_cast<unsigned __int128>(1) << 62)) {
+      return Invalid(name, "shape ", ShapeTuple(h.shape), " is too large");
+    }
+  }
+  return static_cast<uint64_t>(expected);
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> NpyDeclaredSize(absl::string_view head,
+                                         absl::string_view name) {
+  SHARD_ASSIGN_OR_RETURN(const Sections sections, SplitSections(head, name));
+  SHARD_ASSIGN_OR_RETURN(const ArrayHeader h,
+                         InterpretHeader(sections.header, name));
+  SHARD_ASSIGN_OR_RETURN(const uint64_t data, DataBytes(h, name));
+  return (head.size() - sections.data.size()) + data;
+}
+
 absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes,
                                 absl::string_view name) {
   SHARD_ASSIGN_OR_RETURN(const Sections sections, SplitSections(bytes, name));
@@ -414,15 +440,8 @@ absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes,
                          InterpretHeader(sections.header, name));
   // Check the data length before allocating anything: the shape is untrusted.
   const size_t item = ItemSize(h.descr.dtype);
-  unsigned __int128 expected = item;
-  for (int64_t d : h.shape) {
-    expected *= static_cast<uint64_t>(d);
-    if (expected > (static_cast<unsigned __int128>(1) << 62)) {
-      return Invalid(name, "shape ", ShapeTuple(h.shape), " is too large");
-    }
-  }
+  SHARD_ASSIGN_OR_RETURN(const uint64_t want, DataBytes(h, name));
   const absl::string_view data = sections.data;
-  const auto want = static_cast<uint64_t>(expected);
   if (data.size() < want) {
     return Invalid(name, "truncated: expected ", want, " data bytes, found ",
                    data.size());

@@ -13,6 +13,8 @@
 #ifndef SHARDMAP_CORE_NPY_H_
 #define SHARDMAP_CORE_NPY_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -31,6 +33,20 @@ namespace shardmap {
 //   be allocated.
 absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes,
                                 absl::string_view name);
+
+// Bytes a .npy file's magic, version, length field and longest header take:
+// enough of the file's start for NpyDeclaredSize.
+inline constexpr size_t kNpyMaxHeadBytes = 12 + (size_t{1} << 20);
+
+// The size in bytes of the whole .npy file that starts with `head` (its
+// header plus the data its dtype and shape declare), from the header alone:
+// lets a reader check a stream's length before reading the data. `head`
+// must hold the whole header (the file's first kNpyMaxHeadBytes bytes, or
+// all of a shorter file).
+// Errors: INVALID_ARGUMENT as ParseNpy for the header (bad magic, version,
+//   dict, dtype or shape, or a truncated header).
+absl::StatusOr<uint64_t> NpyDeclaredSize(absl::string_view head,
+                                         absl::string_view name);
 
 // Reads and decodes the .npy file at `path`.
 // Errors: NOT_FOUND "input file '<path>' does not exist"; INVALID_ARGUMENT if

@@ -17,6 +17,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/bounded_input.h"
 #include "core/npy.h"
 #include "core/status_util.h"
 
@@ -44,9 +45,34 @@ std::string ZipErrorString(int code) {
   return s;
 }
 
-// Reads member `index` (of uncompressed size `size`, as the directory
-// claims) whole. Grows the buffer as data arrives rather than trusting the
-// claimed size.
+// Reads up to `limit` bytes of `file` into `out` (appending). Returns the
+// number read; fewer than asked means the member ended.
+absl::StatusOr<uint64_t> ReadUpTo(zip_file_t* file, uint64_t limit,
+                                  const std::string& name, std::string* out) {
+  uint64_t total = 0;
+  while (total < limit) {
+    const size_t want =
+        static_cast<size_t>(std::min<uint64_t>(kReadChunk, limit - total));
+    const size_t old = out->size();
+    out->resize(old + want);
+    const zip_int64_t n = zip_fread(file, &(*out)[old], want);
+    if (n < 0) {
+      out->resize(old);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cannot decompress '", name, "': ", zip_file_strerror(file)));
+    }
+    out->resize(old + static_cast<size_t>(n));
+    total += static_cast<uint64_t>(n);
+    if (n == 0) break;
+  }
+  return total;
+}
+
+// Reads member `index`, whose size the zip directory gives as `size`
+// (already checked against the caller's byte limit). Nothing beyond what
+// the .npy header declares is inflated: first the header, which must
+// declare exactly `size` bytes, then the data, and one byte more to prove
+// that the member ends there.
 absl::StatusOr<std::string> ReadMember(zip_t* zip, zip_uint64_t index,
                                        zip_uint64_t size,
                                        const std::string& name) {
@@ -57,17 +83,26 @@ absl::StatusOr<std::string> ReadMember(zip_t* zip, zip_uint64_t index,
   }
   std::string bytes;
   try {
-    bytes.reserve(std::min<zip_uint64_t>(size, zip_uint64_t{1} << 28));
-    for (;;) {
-      const size_t old = bytes.size();
-      bytes.resize(old + kReadChunk);
-      const zip_int64_t n = zip_fread(file.get(), &bytes[old], kReadChunk);
-      if (n < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "cannot decompress '", name, "': ", zip_file_strerror(file.get())));
-      }
-      bytes.resize(old + static_cast<size_t>(n));
-      if (n == 0) break;
+    SHARD_RETURN_IF_ERROR(
+        ReadUpTo(file.get(), std::min<uint64_t>(size + 1, kNpyMaxHeadBytes),
+                 name, &bytes)
+            .status());
+    SHARD_ASSIGN_OR_RETURN(const uint64_t declared,
+                           NpyDeclaredSize(bytes, name));
+    if (declared != size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", name, "': the zip directory gives the member ",
+                       size, " bytes but its .npy header declares ", declared));
+    }
+    if (bytes.size() <= size) {
+      bytes.reserve(size + 1);
+      SHARD_RETURN_IF_ERROR(
+          ReadUpTo(file.get(), size + 1 - bytes.size(), name, &bytes).status());
+    }
+    if (bytes.size() > size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", name, "' decompresses to more than the ", size,
+                       " bytes its .npy header and the zip directory declare"));
     }
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
@@ -93,7 +128,7 @@ absl::Status WriteEmptyZip(const std::string& tmp) {
 }  // namespace
 
 absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadNpz(
-    const std::string& path) {
+    const std::string& path, uint64_t max_bytes) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0 && errno == ENOENT) {
     return absl::NotFoundError(
@@ -105,16 +140,32 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadNpz(
     return absl::InvalidArgumentError(absl::StrCat(
         "invalid .npz file '", path, "': ", ZipErrorString(error)));
   }
-  std::vector<std::pair<std::string, Tensor>> arrays;
-  std::set<std::string> members;
+  // The directory first: every member's name and size are checked before
+  // anything is inflated.
+  std::vector<zip_stat_t> entries;
+  uint64_t total = 0;
   const zip_int64_t count = zip_get_num_entries(zip.get(), 0);
   for (zip_int64_t i = 0; i < count; ++i) {
     zip_stat_t zs;
     if (zip_stat_index(zip.get(), i, 0, &zs) != 0 ||
-        !(zs.valid & ZIP_STAT_NAME) || !(zs.valid & ZIP_STAT_SIZE)) {
+        !(zs.valid & ZIP_STAT_NAME) || !(zs.valid & ZIP_STAT_SIZE) ||
+        !(zs.valid & ZIP_STAT_INDEX)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "invalid .npz file '", path, "': ", zip_strerror(zip.get())));
     }
+    if (zs.size > max_bytes - std::min(total, max_bytes)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("'", path, "' holds more than ", max_bytes,
+                       " bytes once decompressed (reached at member '",
+                       Truncate(zs.name), "', of ", zs.size, " bytes)"));
+    }
+    total += zs.size;
+    entries.push_back(zs);
+  }
+  std::vector<std::pair<std::string, Tensor>> arrays;
+  std::set<std::string> members;
+  for (const zip_stat_t& zs : entries) {
+    const zip_uint64_t i = zs.index;
     const std::string member = zs.name;
     if (absl::EndsWith(member, "/")) continue;  // a directory entry
     if (!absl::EndsWith(member, kSuffix) || member.size() == kSuffix.size()) {

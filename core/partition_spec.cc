@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/bounded_input.h"
 
 namespace shardmap {
 namespace {
@@ -103,8 +104,8 @@ class SpecParser {
       }
       if (!IsAxisName(name)) {
         pos_ = start - 1;
-        return Error(
-            absl::StrCat("axis name '", name, "' is not an identifier"));
+        return Error(absl::StrCat("axis name '", Truncate(name),
+                                  "' is not an identifier"));
       }
       return name;
     }
@@ -113,7 +114,8 @@ class SpecParser {
     if (id.empty()) return Error("expected an axis name, None or a tuple");
     if (!IsAxisName(id)) {
       pos_ = start;
-      return Error(absl::StrCat("axis name '", id, "' is not an identifier"));
+      return Error(
+          absl::StrCat("axis name '", Truncate(id), "' is not an identifier"));
     }
     return id;
   }
@@ -140,9 +142,9 @@ class SpecParser {
     return true;
   }
   absl::Status Error(absl::string_view what) const {
-    return absl::InvalidArgumentError(absl::StrCat("malformed PartitionSpec \"",
-                                                   text_, "\" at position ",
-                                                   pos_, ": ", what));
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed PartitionSpec \"", Truncate(text_),
+                     "\" at position ", pos_, ": ", what));
   }
 
   absl::string_view text_;

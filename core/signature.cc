@@ -2,7 +2,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/bounded_input.h"
 #include "core/proto_convert.h"
+#include "core/status_util.h"
 
 namespace shardmap {
 namespace {
@@ -56,23 +58,13 @@ std::string TypeDescription(const std::string& type) {
 
 absl::StatusOr<nlohmann::json> ParseKwargs(absl::string_view text) {
   if (text.empty()) return nlohmann::json::object();
-  nlohmann::json value;
-  try {
-    value = nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::parse_error& e) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed --kwargs JSON '",
-                                                   text, "' at byte ", e.byte,
-                                                   ": ", e.what()));
-  } catch (const nlohmann::json::exception& e) {
-    // E.g. a number too large for a double (out_of_range), which would
-    // otherwise escape and end the process.
-    return absl::InvalidArgumentError(
-        absl::StrCat("malformed --kwargs JSON '", text, "': ", e.what()));
-  }
+  SHARD_ASSIGN_OR_RETURN(
+      nlohmann::json value,
+      ParseJson(text, absl::StrCat("--kwargs JSON '", Truncate(text), "'")));
   if (!value.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--kwargs must be a JSON object such as '{\"alpha\": 2.0}', got '",
-        text, "'"));
+        Truncate(text), "'"));
   }
   return value;
 }
@@ -125,15 +117,15 @@ absl::StatusOr<nlohmann::json> CheckCall(const v1::FunctionSignature& sig,
       std::vector<std::string> known;
       for (const v1::KwargSpec& k : sig.kwargs()) known.push_back(k.name());
       return absl::InvalidArgumentError(absl::StrCat(
-          fn, " got an unexpected keyword argument '", key, "'",
+          fn, " got an unexpected keyword argument '", Truncate(key), "'",
           known.empty()
               ? "; it takes none"
               : absl::StrCat("; it takes ", absl::StrJoin(known, ", "))));
     }
     if (!HasType(value, spec->type())) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(fn, ": keyword argument '", key, "' must be ",
-                       TypeDescription(spec->type()), ", got ", value.dump()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          fn, ": keyword argument '", key, "' must be ",
+          TypeDescription(spec->type()), ", got ", Truncate(value.dump())));
     }
     resolved[key] = value;
   }

@@ -1,13 +1,23 @@
 #include "core/status_util.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/bounded_input.h"
 
 namespace shardmap {
+namespace {
+
+// Longest message ToGrpcStatus carries: gRPC refuses trailers over 8 KiB
+// ("received initial metadata size exceeds limit").
+constexpr size_t kMaxStatusMessageBytes = 4096;
+
+}  // namespace
 
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
+  // The message travels in a trailer, which peers refuse over 8 KiB; a
+  // message that long would turn the error into an unrelated one.
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()),
-                      std::string(status.message()));
+                      Truncate(status.message(), kMaxStatusMessageBytes));
 }
 
 absl::Status FromGrpcStatus(const grpc::Status& status) {

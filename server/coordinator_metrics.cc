@@ -13,8 +13,10 @@ prometheus::Histogram::BucketBoundaries JobBuckets() {
 
 }  // namespace
 
-CoordinatorMetrics::CoordinatorMetrics()
-    : registry_(std::make_shared<prometheus::Registry>()),
+CoordinatorMetrics::CoordinatorMetrics(
+    std::function<bool(const std::string&)> is_registered)
+    : is_registered_(std::move(is_registered)),
+      registry_(std::make_shared<prometheus::Registry>()),
       jobs_(prometheus::BuildCounter()
                 .Name("shardmap_jobs_total")
                 .Help("Jobs finished, by function and gRPC status code")
@@ -34,7 +36,10 @@ CoordinatorMetrics::CoordinatorMetrics()
 void CoordinatorMetrics::JobDone(const std::string& function,
                                  absl::StatusCode code,
                                  absl::Duration elapsed) {
-  jobs_.Add({{"function", function}, {"code", StatusCodeName(code)}})
+  const bool known = !function.empty() && is_registered_(function);
+  jobs_
+      .Add({{"function", known ? function : "unknown"},
+            {"code", StatusCodeName(code)}})
       .Increment();
   duration_.Observe(absl::ToDoubleSeconds(elapsed));
 }

@@ -1,5 +1,8 @@
 // The coordinator's Prometheus metrics (served with --metrics):
-//   shardmap_jobs_total{function,code}   jobs finished, by gRPC status
+//   shardmap_jobs_total{function,code}   jobs finished, by gRPC status;
+//                                        function is "unknown" for a name
+//                                        no worker registered, so that
+//                                        clients cannot add label values
 //   shardmap_job_duration_seconds        histogram of job wall time
 //   shardmap_workers_up                  live workers in the pool
 //
@@ -13,6 +16,7 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,10 +27,14 @@ namespace shardmap {
 
 class CoordinatorMetrics {
  public:
-  CoordinatorMetrics();
+  // `is_registered` says whether a function name may become a label
+  // value; it is called on JobDone's thread.
+  explicit CoordinatorMetrics(
+      std::function<bool(const std::string&)> is_registered);
 
   // One job ended with `code` after `elapsed`. `function` is empty for a
-  // stream that never named one.
+  // stream that never named one; it is counted as "unknown" unless
+  // `is_registered` accepts it.
   void JobDone(const std::string& function, absl::StatusCode code,
                absl::Duration elapsed);
   void SetWorkersUp(int64_t live);
@@ -34,6 +42,7 @@ class CoordinatorMetrics {
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
  private:
+  const std::function<bool(const std::string&)> is_registered_;
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& jobs_;
   prometheus::Histogram& duration_;

@@ -131,11 +131,17 @@ int main(int argc, char** argv) {
   call_options.max_output_bytes = call_memory_bytes;
   CallRegistry call_registry(call_options);
   service_options.call_registry = &call_registry;
-  CoordinatorMetrics metrics;
+  CoordinatorMetrics metrics([&pool](const std::string& function) {
+    return pool.FindFunction(function).ok();
+  });
   std::unique_ptr<MetricsEndpoint> metrics_endpoint;
   if (!ops.metrics.empty()) {
-    auto started = MetricsEndpoint::Start(ops.metrics, metrics.registry());
+    auto started = MetricsEndpoint::Start(ops.metrics, metrics.registry(),
+                                          security_options.insecure);
     if (!started.ok()) {
+      if (absl::IsFailedPrecondition(started.status())) {
+        return ReportConfigError(started.status());
+      }
       std::cerr << "error: UNAVAILABLE: " << started.status().message() << "\n";
       return 69;
     }

@@ -163,8 +163,12 @@ int main(int argc, char** argv) {
                                  // What --memory-budget counts: every version
                                  // held.
                                  return static_cast<int64_t>(store.Bytes());
-                               }));
+                               }),
+                               security_options.insecure);
     if (!started.ok()) {
+      if (absl::IsFailedPrecondition(started.status())) {
+        return ReportConfigError(started.status());
+      }
       std::cerr << "error: UNAVAILABLE: " << started.status().message() << "\n";
       return 69;
     }

@@ -9,10 +9,11 @@
 //
 // After --warmup jobs that are not measured, the jobs run in four
 // quarters, each the same mix of kinds and sizes (with other values).
-// After each, with the cluster idle and its caches given back, VmRSS of the
-// coordinator and of every worker is read from /proc/PID/status. After the
-// last quarter, the cluster's total may exceed its reading after the first
-// by at most --max-rss-growth (10%), and so may each process, or by
+// After each, with the cluster idle, VmRSS of the coordinator and of every
+// worker is polled from /proc/PID/status until it settles (tests/load/
+// rss_poll.h). After the last quarter, the poll waits (60 s at most) until
+// the cluster's total is within --max-rss-growth (10%) of its reading after
+// the first, and so is each process, or within
 // --rss-slack-mib (8 MiB) where that is more: an idle process holds 25-45
 // MiB, and gRPC keeps each connection's read buffer at the size of its
 // recent messages, which moves one process's reading by a few MiB from
@@ -42,6 +43,7 @@
 #include "bench/bench_util.h"
 #include "client/local_cluster.h"
 #include "client/shard_client.h"
+#include "tests/load/rss_poll.h"
 #include "tests/unit/test_arrays.h"
 #include "worker/functions/dtype_dispatch.h"
 
@@ -50,10 +52,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// After a quarter: long enough for every server to have gone quiet and
-// given its caches back (core/idle_release.h: 1 s of quiet, checked every
-// 250 ms).
-constexpr auto kIdleWait = std::chrono::milliseconds(2500);
+// Idle RSS after a quarter: settled once no process reached a new low for
+// kSettle (core/idle_release.h releases after 1 s of quiet, checked every
+// 250 ms); the last quarter's reading waits up to kIdleLimit for every process
+// to come back within bounds, however busy the machine is.
+constexpr auto kSettle = std::chrono::milliseconds(2000);
+constexpr auto kIdleLimit = std::chrono::milliseconds(60000);
 
 struct Options {
   int clients = 16;
@@ -329,10 +333,6 @@ absl::Status RunCase(const ShardClient& client, Case& c, int index) {
   return absl::OkStatus();
 }
 
-long ReadRssKb(pid_t pid) {
-  return shardmap_bench::ReadStatusKb(pid, "VmRSS:");
-}
-
 // VmRSS of the cluster's processes, sampled against the number of jobs done.
 class RssSampler {
  public:
@@ -457,9 +457,30 @@ int Run(const Options& o) {
     const auto t0 = Clock::now();
     run_jobs(o.jobs * (quarter - 1) / 4, o.jobs * quarter / 4, true);
     seconds += std::chrono::duration<double>(Clock::now() - t0).count();
-    std::this_thread::sleep_for(kIdleWait);
-    idle_kb.emplace_back();
-    for (pid_t p : pids) idle_kb.back().push_back(ReadRssKb(p));
+    if (quarter < 4 || !o.check_rss) {
+      idle_kb.push_back(SettledRssKb(pids, kSettle, kIdleLimit));
+      continue;
+    }
+    // Back within bounds of the first quarter's idle RSS, each process and
+    // the cluster, within kIdleLimit: a bounded poll, not a fixed moment.
+    const std::vector<long>& first = idle_kb[0];
+    bool met = false;
+    double waited = 0;
+    idle_kb.push_back(WaitForRssKb(
+        pids,
+        [&](const std::vector<long>& now) {
+          long total_first = 0, total_now = 0;
+          for (size_t p = 0; p < now.size(); ++p) {
+            total_first += first[p];
+            total_now += now[p];
+          }
+          return WithinIdleBounds(first, now, o.max_rss_growth,
+                                  o.rss_slack_mib * 1024.0) &&
+                 total_now <= (1 + o.max_rss_growth) * total_first;
+        },
+        kIdleLimit, &met, &waited));
+    std::printf("idle RSS %s within bounds %.1f s after the last job\n",
+                met ? "came back" : "did NOT come back", waited);
   }
   sampler.Stop();
 
@@ -548,14 +569,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--big-bytes", o.big_bytes, "bytes of a big job's input")
       ->capture_default_str();
-  app.add_option("--max-rss-growth", o.max_rss_growth,
-                 "largest allowed growth of idle RSS, after the last vs the "
-                 "first quarter")
-      ->capture_default_str();
-  app.add_option("--rss-slack-mib", o.rss_slack_mib,
-                 "growth of one process's idle RSS allowed even where it is "
-                 "more than --max-rss-growth")
-      ->capture_default_str();
+  shardmap::AddRssBoundFlags(app, &o.max_rss_growth, &o.rss_slack_mib);
   app.add_flag("--no-rss-check{false}", o.check_rss,
                "report the RSS figures without failing on them");
   app.add_option("--seed", o.seed, "seed of the job mix")

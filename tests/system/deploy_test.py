@@ -117,15 +117,21 @@ class Findings:
         return flags
 
     def tls(self, flags, where):
-        """A server on a non-loopback address runs with TLS (or says
-        --insecure)."""
+        """A server on a non-loopback address runs with mutual TLS (the
+        deployments pass --insecure only for --metrics, which the binaries
+        refuse off loopback without it)."""
+        loopback = ("127.0.0.1", "localhost", "[::1]")
         listen = flags.get("--listen", "127.0.0.1:0")
-        if host_of(listen) not in ("127.0.0.1", "localhost", "[::1]"):
+        if host_of(listen) not in loopback:
             self.check(all(f in flags for f in ("--tls-cert", "--tls-key",
-                                                "--tls-ca"))
-                       or "--insecure" in flags,
+                                                "--tls-ca")),
                        f"{where}: listens on {listen} without --tls-cert, "
-                       "--tls-key and --tls-ca (or --insecure)")
+                       "--tls-key and --tls-ca")
+        metrics = flags.get("--metrics")
+        if isinstance(metrics, str) and host_of(metrics) not in loopback:
+            self.check("--insecure" in flags,
+                       f"{where}: --metrics {metrics} is off loopback "
+                       "without --insecure (the binary refuses it)")
 
     def report(self, test):
         lines = list(self.problems)

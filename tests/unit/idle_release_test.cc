@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <memory>
+
 #include "core/buffer_cache.h"
 #include "core/tensor.h"
 
@@ -48,6 +51,37 @@ TEST(IdleReleaseTest, ReleasesOnceQuietAndNeverWhileBusy) {
   absl::SleepFor(4 * quiet);
   EXPECT_EQ(IdleMemoryReleases(), after_quiet)
       << "a quiet process is released once, not on every tick";
+}
+
+// Memory freed after a release, with no allocation since, is released
+// too: an array that outlived the job's last allocation (it lands in
+// BufferCache), and heap memory freed outside Tensor (gRPC's buffers).
+TEST(IdleReleaseTest, ReleasesWhatIsFreedAfterTheRelease) {
+  const absl::Duration quiet = absl::Milliseconds(200);
+  StartIdleMemoryRelease(quiet);
+  BufferCache& cache = BufferCache::Global();
+  auto late = std::make_unique<Tensor>(DType::kFloat32, Shape{1 << 20});
+  const int64_t before = IdleMemoryReleases();
+  ASSERT_TRUE(Eventually([&] { return IdleMemoryReleases() > before; },
+                         absl::Seconds(5)));
+  late.reset();  // 4 MiB back to the cache, no allocation noted
+  ASSERT_GE(cache.cached_bytes(), size_t{4} << 20);
+  EXPECT_TRUE(
+      Eventually([&] { return cache.cached_bytes() == 0; }, absl::Seconds(5)))
+      << "a buffer freed after the release stayed cached";
+
+  const int64_t settled = IdleMemoryReleases();
+  auto heap = std::make_unique<char[]>(size_t{16} << 20);
+  std::memset(heap.get(), 1, size_t{16} << 20);
+  absl::SleepFor(4 * quiet);
+  heap.reset();
+  EXPECT_TRUE(Eventually([&] { return IdleMemoryReleases() > settled; },
+                         absl::Seconds(5)))
+      << "16 MiB freed outside Tensor was not released";
+  const int64_t after = IdleMemoryReleases();
+  absl::SleepFor(4 * quiet);
+  EXPECT_LE(IdleMemoryReleases(), after + 1)
+      << "an idle process is not released on every tick";
 }
 
 }  // namespace

@@ -1,0 +1,190 @@
+// burst_test (RELIABILITY.md scenario 39, memory half): --jobs concurrent
+// jobs of --bytes each (psum and identity, half each) on a local cluster of
+// --workers real processes, every result checked bit for bit. Before the
+// burst the cluster runs a few such jobs and its idle RSS is read once it
+// has settled; after the burst every process's RSS must come back within
+// --max-rss-growth (10%) or --rss-slack-mib (8 MiB), whichever is more, of
+// that reading within --idle-limit seconds, without another job to prompt
+// it: a bounded poll, so a busy machine only makes it wait longer.
+// Exit 0 on success, 1 on a failed job, a wrong result or memory that does
+// not come back.
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "client/local_cluster.h"
+#include "client/shard_client.h"
+#include "tests/load/rss_poll.h"
+
+namespace shardmap {
+namespace {
+
+struct Options {
+  int workers = 4;
+  int jobs = 32;
+  int64_t bytes = int64_t{64} << 20;
+  double max_rss_growth = 0.10;
+  double rss_slack_mib = 8;
+  double idle_limit = 30;
+};
+
+struct Burst {
+  Tensor input;  // float32, small integers: every sum is exact
+  Tensor psum;   // the sum of its workers' blocks
+  JobRequest psum_job;
+  JobRequest identity_job;
+};
+
+Burst MakeBurst(const Options& o) {
+  Burst b;
+  const int64_t n = o.bytes / 4 / o.workers * o.workers;
+  b.input = Tensor(DType::kFloat32, {n});
+  float* x = b.input.data_as<float>();
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(i % 13) - 6;
+  const int64_t block = n / o.workers;
+  b.psum = Tensor(DType::kFloat32, {block});
+  float* s = b.psum.data_as<float>();
+  for (int64_t i = 0; i < block; ++i) {
+    s[i] = 0;
+    for (int w = 0; w < o.workers; ++w) s[i] += x[w * block + i];
+  }
+  const Mesh line = *Mesh::Create({{"x", o.workers}});
+  const PartitionSpec split = *PartitionSpec::Parse("P('x')");
+  for (JobRequest* j : {&b.psum_job, &b.identity_job}) {
+    j->mesh = line;
+    j->args = {&b.input};
+    j->in_specs = {split};
+    j->timeout = absl::Seconds(300);
+  }
+  b.psum_job.function = "psum";
+  b.psum_job.kwargs_json = R"({"axes": "x"})";
+  b.psum_job.out_specs = {*PartitionSpec::Parse("P()")};
+  b.identity_job.function = "identity";
+  b.identity_job.out_specs = {split};
+  return b;
+}
+
+bool Same(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
+         std::memcmp(a.data(), b.data(), a.num_bytes()) == 0;
+}
+
+// Runs `n` jobs at once, alternately psum and identity; the number failed.
+int RunConcurrently(const ShardClient& client, const Burst& b, int n) {
+  std::atomic<int> failed{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([&, i] {
+      const bool psum = i % 2 == 0;
+      auto r = client.Run(psum ? b.psum_job : b.identity_job);
+      std::string error;
+      if (!r.ok()) {
+        error = r.status().ToString();
+      } else if (r->outputs.size() != 1 ||
+                 !Same(r->outputs[0], psum ? b.psum : b.input)) {
+        error = "wrong result";
+      }
+      if (!error.empty()) {
+        ++failed;
+        std::fprintf(stderr, "burst_test: job %d (%s): %s\n", i,
+                     psum ? "psum" : "identity", error.c_str());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return failed;
+}
+
+int Run(const Options& o) {
+  LocalCluster::Options co;
+  co.num_workers = o.workers;
+  co.start_timeout = absl::Seconds(60);
+  auto cluster = LocalCluster::Start(co);
+  if (!cluster.ok()) {
+    std::fprintf(stderr, "burst_test: %s\n",
+                 cluster.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<pid_t> pids = {(*cluster)->coordinator_pid()};
+  for (pid_t p : (*cluster)->worker_pids()) pids.push_back(p);
+  auto client = ShardClient::Create({(*cluster)->address(), absl::Seconds(30),
+                                     (*cluster)->client_security()});
+  if (!client.ok()) {
+    std::fprintf(stderr, "burst_test: %s\n",
+                 client.status().ToString().c_str());
+    return 1;
+  }
+  const Burst b = MakeBurst(o);
+
+  // A few jobs of the burst's kinds and sizes first (connections, thread
+  // pools and gRPC's buffers reach their working size), then the idle RSS
+  // the burst must come back to.
+  int failed = RunConcurrently(**client, b, 4);
+  const std::vector<long> base = SettledRssKb(
+      pids, std::chrono::milliseconds(2000), std::chrono::seconds(30));
+
+  const auto t0 = std::chrono::steady_clock::now();
+  failed += RunConcurrently(**client, b, o.jobs);
+  const double burst_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  const std::vector<long> after_burst = ReadRssKb(pids);
+  bool met = false;
+  double waited = 0;
+  const std::vector<long> idle = WaitForRssKb(
+      pids,
+      [&](const std::vector<long>& now) {
+        return WithinIdleBounds(base, now, o.max_rss_growth,
+                                o.rss_slack_mib * 1024.0);
+      },
+      std::chrono::milliseconds(static_cast<int64_t>(o.idle_limit * 1000)),
+      &met, &waited);
+
+  std::printf("burst: %d concurrent jobs of %.0f MiB in %.1f s, %d failed\n",
+              o.jobs, o.bytes / 1048576.0, burst_s, failed);
+  for (size_t p = 0; p < pids.size(); ++p) {
+    std::printf(
+        "rss %-12s idle before %.1f MiB, right after the burst %.1f MiB, "
+        "idle after %.1f MiB (%+.1f MiB)\n",
+        p == 0 ? "coordinator" : absl::StrCat("worker ", p - 1).c_str(),
+        base[p] / 1024.0, after_burst[p] / 1024.0, idle[p] / 1024.0,
+        (idle[p] - base[p]) / 1024.0);
+  }
+  std::printf("idle RSS %s within bounds %.1f s after the last job\n",
+              met ? "came back" : "did NOT come back", waited);
+  const bool pass = failed == 0 && met;
+  std::printf("burst_test: %s\n", pass ? "PASS" : "FAIL");
+  return pass ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace shardmap
+
+int main(int argc, char** argv) {
+  shardmap::Options o;
+  CLI::App app{
+      "burst_test: concurrent large jobs, then the servers' RSS must come "
+      "back near its idle level within seconds"};
+  app.add_option("--workers", o.workers, "worker processes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  app.add_option("--jobs", o.jobs, "concurrent jobs in the burst")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  app.add_option("--bytes", o.bytes, "bytes of each job's input")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 34));
+  shardmap::AddRssBoundFlags(app, &o.max_rss_growth, &o.rss_slack_mib);
+  app.add_option("--idle-limit", o.idle_limit,
+                 "seconds the RSS may take to come back")
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+  return shardmap::Run(o);
+}
