@@ -47,16 +47,27 @@ class GrpcShardChannel final : public ShardChannel {
 
 }  // namespace
 
+std::shared_ptr<v1::Worker::Stub> GrpcWorkerConnector::Stub(
+    const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  auto& slot = stubs_[address];
+  if (!slot) slot = v1::Worker::NewStub(MakeChannel(address));
+  return slot;
+}
+
 std::unique_ptr<ShardChannel> GrpcWorkerConnector::Open(
     const std::string& address, absl::Time deadline) {
-  std::shared_ptr<v1::Worker::Stub> stub;
-  {
-    absl::MutexLock lock(&mu_);
-    auto& slot = stubs_[address];
-    if (!slot) slot = v1::Worker::NewStub(MakeChannel(address));
-    stub = slot;
-  }
-  return std::make_unique<GrpcShardChannel>(std::move(stub), deadline);
+  return std::make_unique<GrpcShardChannel>(Stub(address), deadline);
+}
+
+absl::Status GrpcWorkerConnector::SkipTickets(
+    const std::string& address, const v1::SkipTicketsRequest& request,
+    absl::Time deadline) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(deadline));
+  v1::SkipTicketsResponse response;
+  return FromGrpcStatus(
+      Stub(address)->SkipTickets(&context, request, &response));
 }
 
 }  // namespace shardmap

@@ -18,8 +18,13 @@ class GrpcWorkerConnector final : public WorkerConnector {
  public:
   std::unique_ptr<ShardChannel> Open(const std::string& address,
                                      absl::Time deadline) override;
+  absl::Status SkipTickets(const std::string& address,
+                           const v1::SkipTicketsRequest& request,
+                           absl::Time deadline) override;
 
  private:
+  std::shared_ptr<v1::Worker::Stub> Stub(const std::string& address);
+
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<v1::Worker::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);

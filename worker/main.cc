@@ -112,7 +112,7 @@ int main(int argc, char** argv) {
   RegisterStateBuiltins(registry);
   if (test_functions) RegisterTestBuiltins(registry);
   ShardExecutor executor(&registry);
-  JobSequencer sequencer(JobSequencer::Options{});
+  JobSequencer sequencer;
 
   // The peer network needs our advertised address, known only once the
   // port is bound; the Peer service and the Worker service share the

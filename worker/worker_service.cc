@@ -146,7 +146,13 @@ grpc::Status WorkerService::RunShard(
   absl::StatusOr<ShardCall> call =
       ReceiveCall(stream, options_.max_job_bytes, options_.budget,
                   &arguments_memory, &send_outputs, &header);
-  if (!call.ok()) return ToGrpcStatus(call.status());
+  if (!call.ok()) {
+    // The job will not run here: the jobs after it need not wait for it.
+    if (sequencer_ != nullptr && !header.worker_id().empty()) {
+      sequencer_->Skip(header.worker_id(), header.ticket());
+    }
+    return ToGrpcStatus(call.status());
+  }
   const std::string job_id = call->job_id;
   const int64_t device = call->device_id;
   const Traceparent span = ServerSpan(*context);
@@ -178,6 +184,8 @@ grpc::Status WorkerService::RunShard(
     t.device = device;
     t.addresses.assign(header.device_addresses().begin(),
                        header.device_addresses().end());
+    t.incarnations.assign(header.device_incarnations().begin(),
+                          header.device_incarnations().end());
     t.deadline = deadline;
     t.collective_timeout =
         header.collective_timeout_ms() > 0
@@ -370,6 +378,16 @@ grpc::Status WorkerService::DropArray(grpc::ServerContext* context,
                                       const v1::DropArrayRequest* request,
                                       v1::DropArrayResponse* response) {
   store_->Drop(request->name());
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::SkipTickets(grpc::ServerContext* context,
+                                        const v1::SkipTicketsRequest* request,
+                                        v1::SkipTicketsResponse* response) {
+  if (sequencer_ == nullptr) return grpc::Status::OK;
+  for (uint64_t ticket : request->tickets()) {
+    sequencer_->Skip(request->worker_id(), ticket);
+  }
   return grpc::Status::OK;
 }
 
