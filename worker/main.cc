@@ -224,6 +224,7 @@ int main(int argc, char** argv) {
   };
   link_options.rank = *rank;
   link_options.on_registered = set_health;
+  link_options.incarnation = network_options.incarnation;
   auto link = CoordinatorLink::Create(link_options);
   if (!link.ok()) {
     std::cerr << "error: " << link.status().message() << "\n";

@@ -64,6 +64,7 @@ TestCluster::TestCluster(const Options& options) {
     link.coordinator = address_;
     link.advertise = w->address;
     link.functions = w->registry.Signatures();
+    link.incarnation = static_cast<uint64_t>(i + 1);  // the network's
     w->link = *CoordinatorLink::Create(link);
     workers_.push_back(std::move(w));
   }

@@ -34,6 +34,8 @@ struct Seen {
   absl::Mutex mu;
   // Tickets that arrived in a job header.
   std::map<std::string, std::vector<uint64_t>> headers ABSL_GUARDED_BY(mu);
+  // The device incarnations of the last header.
+  std::vector<uint64_t> incarnations ABSL_GUARDED_BY(mu);
   // Tickets that arrived as skips, with the worker id they were for.
   std::map<std::string, std::vector<std::pair<std::string, uint64_t>>> skips
       ABSL_GUARDED_BY(mu);
@@ -87,6 +89,8 @@ class RecordingChannel final : public ShardChannel {
     if (r.has_job()) {
       absl::MutexLock lock(&seen_->mu);
       seen_->headers[address_].push_back(r.job().ticket());
+      seen_->incarnations.assign(r.job().device_incarnations().begin(),
+                                 r.job().device_incarnations().end());
     }
     return true;
   }
@@ -228,6 +232,9 @@ TEST_F(JobTicketsTest, LaterJobsCarryTheNextTicketsAndTheIncarnations) {
             (std::vector<uint64_t>{0, 1}));
   EXPECT_EQ(connector_.seen.headers[workers_[0].address],
             (std::vector<uint64_t>{1}));
+  // Every header names each device's worker process.
+  EXPECT_EQ(connector_.seen.incarnations,
+            (std::vector<uint64_t>{100, 101, 102, 103}));
 }
 
 TEST(TicketSkipperTest, SkipsToAGoneWorkerAreGivenUpAfterBoundedAttempts) {
