@@ -30,6 +30,11 @@ std::string PeerNetwork::my_address() {
   return options_.my_address;
 }
 
+uint64_t PeerNetwork::incarnation() {
+  absl::MutexLock lock(&mu_);
+  return options_.incarnation;
+}
+
 absl::StatusOr<std::shared_ptr<PeerLink>> PeerNetwork::Link(
     const std::string& address, uint64_t incarnation) {
   absl::MutexLock lock(&mu_);

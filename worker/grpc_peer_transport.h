@@ -43,6 +43,7 @@ class PeerNetwork {
   // before the worker registers (so before any job arrives).
   void set_my_address(const std::string& address);
   std::string my_address();
+  uint64_t incarnation();
   // A live link to the process `incarnation` (0: whichever) at `address`,
   // opened now if there is none, it broke, or it is to another process.
   // UNAVAILABLE if `incarnation` was replaced at that address.

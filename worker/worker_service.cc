@@ -161,6 +161,18 @@ grpc::Status WorkerService::RunShard(
   auto cancelled = [context] { return context->IsCancelled(); };
   call->cancelled = cancelled;
 
+  // A job planned for an earlier process at this address is not ours.
+  if (network_ != nullptr && device >= 0 &&
+      device < header.device_incarnations_size() &&
+      header.device_incarnations(device) != 0 &&
+      header.device_incarnations(device) != network_->incarnation()) {
+    return ToGrpcStatus(absl::AbortedError(
+        absl::StrCat("job ", job_id,
+                     " was planned for an earlier process at this "
+                     "worker's address (incarnation ",
+                     header.device_incarnations(device), "; this one is ",
+                     network_->incarnation(), ")")));
+  }
   std::unique_ptr<Turn> turn;
   if (sequencer_ != nullptr && !header.worker_id().empty()) {
     absl::Status s = sequencer_->Enter(header.worker_id(), header.ticket(),
