@@ -1,5 +1,8 @@
 // WorkerConnector over gRPC: one channel per worker address, reused across
-// jobs. Thread-safe.
+// jobs. A call that fails with UNAVAILABLE drops its channel, so the next
+// call dials afresh rather than wait out the old channel's reconnect
+// backoff (a worker that restarted at the same address is reachable at
+// once). Thread-safe.
 #ifndef SHARDMAP_SERVER_GRPC_WORKER_CONNECTOR_H_
 #define SHARDMAP_SERVER_GRPC_WORKER_CONNECTOR_H_
 
@@ -18,8 +21,15 @@ class GrpcWorkerConnector final : public WorkerConnector {
  public:
   std::unique_ptr<ShardChannel> Open(const std::string& address,
                                      absl::Time deadline) override;
+  absl::Status SkipTickets(const std::string& address,
+                           const v1::SkipTicketsRequest& request,
+                           absl::Time deadline) override;
 
  private:
+  std::shared_ptr<v1::Worker::Stub> Stub(const std::string& address);
+  // Drops the cached channel of `address` if it is still `stub`'s.
+  void Forget(const std::string& address, const v1::Worker::Stub* stub);
+
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<v1::Worker::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);

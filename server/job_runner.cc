@@ -111,6 +111,13 @@ v1::ResidentSource SourceOf(const ResidentArray& a,
   return src;
 }
 
+// The id a worker's tickets count under (ShardJob.worker_id). Tickets
+// count per (worker, coordinator start): a restarted coordinator numbers
+// its workers from w0 again, and its tickets from 0.
+std::string TicketOwner(const WorkerPool::Worker& w, uint64_t epoch) {
+  return absl::StrCat(w.id, "@", epoch);
+}
+
 absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
                                        const JobPlan& plan, int64_t d,
                                        const JobHeader& common,
@@ -120,11 +127,10 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
   v1::ShardJob* job = request.mutable_job();
   for (const WorkerPool::Worker& w : *common.workers) {
     job->add_device_addresses(w.address);
+    job->add_device_incarnations(w.incarnation);
   }
   job->set_ticket((*common.tickets)[d]);
-  // Tickets count per (worker, coordinator start): a restarted coordinator
-  // numbers its workers from w0 again, and its tickets from 0.
-  job->set_worker_id(absl::StrCat((*common.workers)[d].id, "@", common.epoch));
+  job->set_worker_id(TicketOwner((*common.workers)[d], common.epoch));
   job->set_collective_timeout_ms(
       absl::ToInt64Milliseconds(common.collective_timeout));
   // Workers drop late peer frames of jobs they finished by this id, so it
@@ -371,6 +377,13 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
       done_mu.Lock();
     }
     done_mu.Unlock();
+  }
+  // A device that failed may never have received its header: its worker's
+  // later jobs must not wait for its ticket.
+  for (int64_t d = 0; d < n; ++d) {
+    if (results[d].ok()) continue;
+    skipper_.Skip(workers[d].address, TicketOwner(workers[d], epoch_),
+                  tickets[d]);
   }
   inputs.clear();
   absl::StatusOr<std::vector<JobOutput>> outcome =

@@ -23,6 +23,7 @@
 #include "server/planner.h"
 #include "server/resident_index.h"
 #include "server/shard_channel.h"
+#include "server/ticket_skipper.h"
 #include "server/worker_pool.h"
 
 namespace shardmap {
@@ -57,7 +58,10 @@ class JobRunner {
   // `index` may be null: jobs then cannot use resident arrays.
   JobRunner(const Options& options, WorkerConnector* connector,
             ResidentIndex* index = nullptr)
-      : options_(options), connector_(connector), index_(index) {}
+      : options_(options),
+        connector_(connector),
+        index_(index),
+        skipper_(connector, TicketSkipper::Options{}) {}
 
   // Runs `plan` with `inputs` (whole arrays, one per argument); device i
   // runs on workers[i]. Errors: whatever a device returned (annotated with
@@ -88,6 +92,8 @@ class JobRunner {
   const Options options_;
   WorkerConnector* const connector_;  // Not owned.
   ResidentIndex* const index_;        // Not owned; may be null.
+  // Tells workers of the tickets of devices whose job never reached them.
+  TicketSkipper skipper_;
   // Random per coordinator start; see the ticket comment in RunDevice.
   const uint64_t epoch_ = std::random_device{}();
   absl::Mutex tickets_mu_;

@@ -34,6 +34,11 @@ class WorkerConnector {
   virtual ~WorkerConnector() = default;
   virtual std::unique_ptr<ShardChannel> Open(const std::string& address,
                                              absl::Time deadline) = 0;
+  // Tells the worker at `address` that the jobs of these tickets will not
+  // come (Worker.SkipTickets). Errors: the call's.
+  virtual absl::Status SkipTickets(const std::string& address,
+                                   const v1::SkipTicketsRequest& request,
+                                   absl::Time deadline) = 0;
 };
 
 }  // namespace shardmap

@@ -19,7 +19,9 @@ uint64_t RandomIncarnation() {
 }  // namespace
 
 CoordinatorLink::CoordinatorLink(const Options& options)
-    : options_(options), incarnation_(RandomIncarnation()) {
+    : options_(options),
+      incarnation_(options.incarnation != 0 ? options.incarnation
+                                            : RandomIncarnation()) {
   stub_ = v1::WorkerRegistry::NewStub(MakeChannel(options_.coordinator));
 }
 

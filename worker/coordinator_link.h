@@ -44,6 +44,9 @@ class CoordinatorLink {
     // Called with true when a registration succeeds and with false when
     // the coordinator forgets this worker (the worker's health).
     std::function<void(bool registered)> on_registered;
+    // This process's start, as its peers know it (PeerFrame.incarnation);
+    // 0: a random one. Jobs name each device's by it.
+    uint64_t incarnation = 0;
   };
 
   // Starts the background thread; returns at once.

@@ -1,5 +1,7 @@
 #include "worker/grpc_peer_transport.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "core/channel.h"
 
@@ -7,6 +9,8 @@ namespace shardmap {
 namespace {
 // Data per frame: well under the 8 MiB message limit every channel sets.
 constexpr size_t kFragmentBytes = 1 << 20;
+// Replaced processes remembered per peer address.
+constexpr size_t kReplacedKept = 8;
 }  // namespace
 
 PeerNetwork::~PeerNetwork() {
@@ -26,9 +30,32 @@ std::string PeerNetwork::my_address() {
   return options_.my_address;
 }
 
-std::shared_ptr<PeerLink> PeerNetwork::Link(const std::string& address) {
+uint64_t PeerNetwork::incarnation() {
+  absl::MutexLock lock(&mu_);
+  return options_.incarnation;
+}
+
+absl::StatusOr<std::shared_ptr<PeerLink>> PeerNetwork::Link(
+    const std::string& address, uint64_t incarnation) {
   absl::MutexLock lock(&mu_);
   Peer& peer = peers_[address];
+  if (incarnation != 0 && incarnation != peer.incarnation) {
+    if (std::find(peer.replaced.begin(), peer.replaced.end(), incarnation) !=
+        peer.replaced.end()) {
+      return absl::UnavailableError(
+          absl::StrCat("the worker at ", address,
+                       " restarted after this job was planned; its process ",
+                       incarnation, " is gone"));
+    }
+    if (peer.incarnation != 0) {
+      peer.replaced.push_back(peer.incarnation);
+      if (peer.replaced.size() > kReplacedKept) peer.replaced.pop_front();
+    }
+    // The link (if any) is to another process: never reuse it.
+    if (peer.link) peer.link->Shutdown();
+    peer.link.reset();
+    peer.incarnation = incarnation;
+  }
   if (!peer.stub) {
     peer.stub = std::make_unique<grpc::GenericStub>(MakeChannel(address));
   }
@@ -46,6 +73,12 @@ GrpcPeerTransport::~GrpcPeerTransport() {
   network_->inbox()->ForgetJob(options_.job_id);
 }
 
+uint64_t GrpcPeerTransport::incarnation(int64_t d) const {
+  return d >= 0 && d < static_cast<int64_t>(options_.incarnations.size())
+             ? options_.incarnations[d]
+             : 0;
+}
+
 absl::Status GrpcPeerTransport::Send(int64_t to, const PeerMessage& message,
                                      absl::Span<const uint8_t> data) {
   if (to < 0 || to >= num_devices()) {
@@ -55,7 +88,16 @@ absl::Status GrpcPeerTransport::Send(int64_t to, const PeerMessage& message,
   const std::string& address = options_.addresses[to];
   // Messages to this device skip the network and go straight to the inbox.
   std::shared_ptr<PeerLink> link;
-  if (to != options_.device) link = network_->Link(address);
+  if (to != options_.device) {
+    absl::StatusOr<std::shared_ptr<PeerLink>> l =
+        network_->Link(address, incarnation(to));
+    if (!l.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot send to device ", to, " in ",
+                       message.fingerprint->text, ": ", l.status().message()));
+    }
+    link = *std::move(l);
+  }
   size_t offset = 0;
   do {
     const size_t n = std::min(kFragmentBytes, data.size() - offset);
@@ -101,6 +143,7 @@ absl::Status GrpcPeerTransport::Recv(int64_t from, const PeerMessage& message,
   want.job_id = options_.job_id;
   want.from_device = from;
   want.from_address = options_.addresses[from];
+  want.from_incarnation = incarnation(from);
   want.seq = message.seq;
   want.step = message.step;
   want.fingerprint = message.fingerprint;

@@ -2,9 +2,16 @@
 // half: the inbox every incoming stream feeds, and one outgoing PeerLink
 // per peer address, opened on first use and reused across jobs.
 // GrpcPeerTransport is the PeerTransport one device of one job uses.
+//
+// Restarted peers: a job names the process (incarnation) it expects at
+// each address. A link opened for another process of that address is shut
+// down and a new one dialled; a job that names a process the worker has
+// since seen replaced (it was planned before the restart) fails with
+// UNAVAILABLE instead of reaching the new process.
 #ifndef SHARDMAP_WORKER_GRPC_PEER_TRANSPORT_H_
 #define SHARDMAP_WORKER_GRPC_PEER_TRANSPORT_H_
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,13 +43,19 @@ class PeerNetwork {
   // before the worker registers (so before any job arrives).
   void set_my_address(const std::string& address);
   std::string my_address();
-  // A live link to `address`, opened now if there is none or it broke.
-  std::shared_ptr<PeerLink> Link(const std::string& address);
+  uint64_t incarnation();
+  // A live link to the process `incarnation` (0: whichever) at `address`,
+  // opened now if there is none, it broke, or it is to another process.
+  // UNAVAILABLE if `incarnation` was replaced at that address.
+  absl::StatusOr<std::shared_ptr<PeerLink>> Link(const std::string& address,
+                                                 uint64_t incarnation = 0);
 
  private:
   struct Peer {
     std::unique_ptr<grpc::GenericStub> stub;
     std::shared_ptr<PeerLink> link;
+    uint64_t incarnation = 0;       // the process the link is for; 0: unknown
+    std::deque<uint64_t> replaced;  // earlier processes, newest last
   };
   PeerInbox inbox_;
   absl::Mutex mu_;
@@ -57,6 +70,9 @@ class GrpcPeerTransport final : public PeerTransport {
     std::string job_id;
     int64_t device = 0;
     std::vector<std::string> addresses;  // peer address of each device
+    // The process (incarnation) expected at each device's address; empty
+    // or 0: not known.
+    std::vector<uint64_t> incarnations;
     absl::Time deadline = absl::InfiniteFuture();  // the job's
     // Longest wait for one message: the progress watchdog that catches a
     // peer that is alive but stuck.
@@ -76,6 +92,8 @@ class GrpcPeerTransport final : public PeerTransport {
                     absl::Span<const uint8_t> data) override;
   absl::Status Recv(int64_t from, const PeerMessage& message,
                     absl::Span<uint8_t> out) override;
+  // The incarnation expected for device `d`; 0 if not known.
+  uint64_t incarnation(int64_t d) const;
 
  private:
   PeerNetwork* const network_;  // Not owned.

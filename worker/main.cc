@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
   RegisterStateBuiltins(registry);
   if (test_functions) RegisterTestBuiltins(registry);
   ShardExecutor executor(&registry);
-  JobSequencer sequencer(JobSequencer::Options{});
+  JobSequencer sequencer;
 
   // The peer network needs our advertised address, known only once the
   // port is bound; the Peer service and the Worker service share the
@@ -222,6 +222,7 @@ int main(int argc, char** argv) {
   };
   link_options.rank = *rank;
   link_options.on_registered = set_health;
+  link_options.incarnation = network_options.incarnation;
   auto link = CoordinatorLink::Create(link_options);
   if (!link.ok()) {
     std::cerr << "error: " << link.status().message() << "\n";

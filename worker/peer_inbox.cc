@@ -36,20 +36,35 @@ absl::Status PeerInbox::Deliver(DecodedFrame&& frame) {
   return absl::OkStatus();
 }
 
-void PeerInbox::StreamOpened(const std::string& address) {
+void PeerInbox::StreamOpened(const std::string& address, uint64_t incarnation) {
   absl::MutexLock lock(&mu_);
-  ++open_streams_[address];
-  lost_.erase(address);
+  const Sender sender{address, incarnation};
+  ++open_streams_[sender];
+  lost_.erase(sender);
 }
 
-void PeerInbox::StreamLost(const std::string& address) {
+void PeerInbox::StreamLost(const std::string& address, uint64_t incarnation) {
   absl::MutexLock lock(&mu_);
+  const Sender sender{address, incarnation};
   // A sender that reconnected before its old stream's end was noticed
   // still has a live stream: it is not lost.
-  if (--open_streams_[address] <= 0) {
-    open_streams_.erase(address);
-    lost_.insert(address);
+  if (--open_streams_[sender] <= 0) {
+    open_streams_.erase(sender);
+    lost_.insert(sender);
   }
+}
+
+bool PeerInbox::LostLocked(const Want& want) const {
+  if (want.from_incarnation != 0) {
+    return lost_.count(Sender{want.from_address, want.from_incarnation}) > 0;
+  }
+  // Any process at the address: lost when one was lost and none is open.
+  const Sender first{want.from_address, 0};
+  auto lost = lost_.lower_bound(first);
+  auto open = open_streams_.lower_bound(first);
+  return lost != lost_.end() && lost->first == want.from_address &&
+         (open == open_streams_.end() ||
+          open->first.first != want.from_address);
 }
 
 absl::Status PeerInbox::Take(const Want& want, absl::Span<uint8_t> out,
@@ -106,7 +121,7 @@ absl::StatusOr<std::vector<PeerPayload>> PeerInbox::Wait(
                                        m->second.fingerprint_text, want.seq);
       }
     }
-    if (lost_.count(want.from_address) > 0) {
+    if (LostLocked(want)) {
       return absl::UnavailableError(absl::StrCat(
           "lost the stream from worker ", want.from_address, " (device ",
           want.from_device, ") while waiting in ", want.fingerprint->text));

@@ -7,6 +7,12 @@
 // that breaks marks its sender lost, so a Take waiting on that sender fails
 // at once with UNAVAILABLE instead of waiting out its timeout.
 //
+// Senders are a process at an address (address, incarnation): a Take that
+// names the incarnation it expects is failed only by the loss of that
+// process's streams, never by those of an earlier process at the same
+// address (a restarted peer), and waits for a process that has not opened
+// its stream yet.
+//
 // Thread-safe.
 #ifndef SHARDMAP_WORKER_PEER_INBOX_H_
 #define SHARDMAP_WORKER_PEER_INBOX_H_
@@ -18,6 +24,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -37,7 +44,8 @@ class PeerInbox {
   struct Want {
     std::string job_id;
     int64_t from_device = 0;
-    std::string from_address;  // the worker that device runs on
+    std::string from_address;       // the worker that device runs on
+    uint64_t from_incarnation = 0;  // its process; 0: whichever
     uint64_t seq = 0;
     uint32_t step = 0;
     const Fingerprint* fingerprint = nullptr;  // ours; Not owned.
@@ -47,10 +55,11 @@ class PeerInbox {
   // for a frame that contradicts earlier fragments of its message (the
   // stream is then closed by its reactor).
   absl::Status Deliver(DecodedFrame&& frame);
-  // A stream from `address` opened or ended (each stream reports each at
-  // most once). A sender with no open stream left is lost.
-  void StreamOpened(const std::string& address);
-  void StreamLost(const std::string& address);
+  // A stream from process `incarnation` at `address` opened or ended (each
+  // stream reports each at most once). A sender with no open stream left
+  // is lost.
+  void StreamOpened(const std::string& address, uint64_t incarnation);
+  void StreamLost(const std::string& address, uint64_t incarnation);
 
   // Waits for the message, at most until `deadline`, checking `aborted`
   // (returns non-OK to stop waiting) every few milliseconds. Errors:
@@ -82,8 +91,11 @@ class PeerInbox {
 
   absl::Mutex mu_;
   std::map<Key, Message> messages_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, int> open_streams_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> lost_ ABSL_GUARDED_BY(mu_);
+  // Whether the sender of `want` is lost.
+  bool LostLocked(const Want& want) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  using Sender = std::pair<std::string, uint64_t>;  // address, incarnation
+  std::map<Sender, int> open_streams_ ABSL_GUARDED_BY(mu_);
+  std::set<Sender> lost_ ABSL_GUARDED_BY(mu_);
   // Recently finished jobs, oldest first, so late frames are dropped.
   std::deque<std::string> finished_order_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> finished_ ABSL_GUARDED_BY(mu_);

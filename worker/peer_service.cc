@@ -38,7 +38,8 @@ class InboundStream final : public grpc::ServerGenericBidiReactor {
                               "(from_address)"));
           return;
         }
-        inbox_->StreamOpened(from_);
+        incarnation_ = frame->header.incarnation();
+        inbox_->StreamOpened(from_, incarnation_);
       }
       worker_metrics::PeerBytesReceived(from_, frame->payload.size());
     }
@@ -61,7 +62,7 @@ class InboundStream final : public grpc::ServerGenericBidiReactor {
  private:
   void MarkLost() {
     absl::MutexLock lock(&mu_);
-    if (!from_.empty() && !closed_) inbox_->StreamLost(from_);
+    if (!from_.empty() && !closed_) inbox_->StreamLost(from_, incarnation_);
     closed_ = true;
   }
 
@@ -70,6 +71,7 @@ class InboundStream final : public grpc::ServerGenericBidiReactor {
   absl::Mutex mu_;
   // The sender's address, from its first frame.
   std::string from_ ABSL_GUARDED_BY(mu_);
+  uint64_t incarnation_ ABSL_GUARDED_BY(mu_) = 0;  // the sender's process
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
 };
 

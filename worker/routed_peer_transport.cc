@@ -48,8 +48,8 @@ bool RoutedPeerTransport::MayShare(int64_t peer,
 absl::Status RoutedPeerTransport::Send(int64_t to, const PeerMessage& message,
                                        absl::Span<const uint8_t> data) {
   if (MayShare(to, message)) {
-    std::shared_ptr<ShmSender> sender =
-        shm_->SenderTo(options_.addresses[to], options_.deadline);
+    std::shared_ptr<ShmSender> sender = shm_->SenderTo(
+        options_.addresses[to], options_.deadline, grpc_.incarnation(to));
     if (sender != nullptr) {
       absl::Status s = shm_transport_.SendVia(*sender, to, message, data);
       if (s.ok()) {
@@ -65,16 +65,19 @@ absl::Status RoutedPeerTransport::Recv(int64_t from, const PeerMessage& message,
                                        absl::Span<uint8_t> out) {
   if (!MayShare(from, message)) return grpc_.Recv(from, message, out);
   const std::string& address = options_.addresses[from];
+  const uint64_t incarnation = grpc_.incarnation(from);
   PeerInbox::Want want;
   want.job_id = options_.job_id;
   want.from_device = from;
   want.from_address = address;
+  want.from_incarnation = incarnation;
   want.seq = message.seq;
   want.step = message.step;
   want.fingerprint = message.fingerprint;
   const auto never = [] { return absl::OkStatus(); };
   for (;;) {
-    std::shared_ptr<ShmReceiver> receiver = shm_->ReceiverFrom(address);
+    std::shared_ptr<ShmReceiver> receiver =
+        shm_->ReceiverFrom(address, incarnation);
     if (receiver != nullptr) {
       bool found = false;
       auto look_in_inbox = [&]() -> absl::Status {
@@ -95,7 +98,7 @@ absl::Status RoutedPeerTransport::Recv(int64_t from, const PeerMessage& message,
     bool switched = false;
     auto aborted = [&]() -> absl::Status {
       if (absl::Status s = options_.aborted(); !s.ok()) return s;
-      if (shm_->ReceiverFrom(address) != nullptr) {
+      if (shm_->ReceiverFrom(address, incarnation) != nullptr) {
         switched = true;
         return absl::CancelledError("moved to shared memory");
       }

@@ -52,13 +52,20 @@ v1::ShmPeer::Stub* ShmNetwork::StubFor(const std::string& address) {
 }
 
 std::shared_ptr<ShmSender> ShmNetwork::SenderTo(const std::string& address,
-                                                absl::Time deadline) {
+                                                absl::Time deadline,
+                                                uint64_t incarnation) {
   std::shared_ptr<absl::Mutex> asking;
   auto known = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Outgoing& o = out_[address];
     if (o.sender != nullptr && !o.sender->Usable()) {
       spdlog::debug("shm: the channel to {} is closed; asking again", address);
       o.sender.reset();
+    }
+    if (incarnation != 0 && o.incarnation != 0 &&
+        o.incarnation != incarnation && (o.sender != nullptr || o.use_grpc)) {
+      spdlog::debug("shm: {} is another process now; asking again", address);
+      o.sender.reset();
+      o.use_grpc = false;
     }
     if (!o.asking) o.asking = std::make_shared<absl::Mutex>();
     asking = o.asking;
@@ -74,16 +81,19 @@ std::shared_ptr<ShmSender> ShmNetwork::SenderTo(const std::string& address,
     if (known()) return out_[address].sender;
   }
   bool keep = false;
-  std::shared_ptr<ShmSender> sender = Ask(address, deadline, &keep);
+  uint64_t answered = 0;
+  std::shared_ptr<ShmSender> sender = Ask(address, deadline, &keep, &answered);
   absl::MutexLock lock(&mu_);
   Outgoing& o = out_[address];
   o.sender = sender;
   o.use_grpc = keep && sender == nullptr;
+  o.incarnation = answered;
   return sender;
 }
 
 std::shared_ptr<ShmSender> ShmNetwork::Ask(const std::string& address,
-                                           absl::Time deadline, bool* keep) {
+                                           absl::Time deadline, bool* keep,
+                                           uint64_t* incarnation) {
   v1::ShmAttachRequest request;
   size_t ring_bytes;
   bool enabled;
@@ -127,6 +137,7 @@ std::shared_ptr<ShmSender> ShmNetwork::Ask(const std::string& address,
     return nullptr;
   }
   *keep = true;
+  *incarnation = response.incarnation();
   if (ring == nullptr) return nullptr;
   if (!response.attached()) {
     spdlog::debug("shm: {} stays on gRPC: {}", address, response.reason());
@@ -139,14 +150,21 @@ std::shared_ptr<ShmSender> ShmNetwork::Ask(const std::string& address,
 }
 
 std::shared_ptr<ShmReceiver> ShmNetwork::ReceiverFrom(
-    const std::string& address) {
+    const std::string& address, uint64_t incarnation) {
   absl::MutexLock lock(&mu_);
   auto it = in_.find(address);
-  return it == in_.end() ? nullptr : it->second;
+  if (it == in_.end()) return nullptr;
+  // A channel from an earlier process at the address is not this one's.
+  if (incarnation != 0 && it->second.incarnation != incarnation) return nullptr;
+  return it->second.receiver;
 }
 
 v1::ShmAttachResponse ShmNetwork::Attach(const v1::ShmAttachRequest& request) {
   v1::ShmAttachResponse response;
+  {
+    absl::MutexLock lock(&mu_);
+    response.set_incarnation(options_.incarnation);
+  }
   auto refuse = [&](const std::string& reason) {
     response.set_attached(false);
     response.set_reason(reason);
@@ -179,7 +197,7 @@ v1::ShmAttachResponse ShmNetwork::Attach(const v1::ShmAttachRequest& request) {
                                                 absl::StrCat("worker ", from));
   spdlog::debug("shm: receiving from {} through shared memory", from);
   absl::MutexLock lock(&mu_);
-  in_[from] = std::move(receiver);
+  in_[from] = Incoming{std::move(receiver), request.incarnation()};
   response.set_attached(true);
   return response;
 }
@@ -191,11 +209,12 @@ void ShmNetwork::ForgetJob(const std::string& job_id) {
     // Channels whose other end is gone, and that hold nothing more, are
     // dropped here, so workers that come and go leave no mappings behind.
     for (auto it = in_.begin(); it != in_.end();) {
-      if (!it->second->SenderAlive() && it->second->Pending() == 0) {
+      const std::shared_ptr<ShmReceiver>& r = it->second.receiver;
+      if (!r->SenderAlive() && r->Pending() == 0) {
         spdlog::debug("shm: {} is gone; unmapping its channel", it->first);
         it = in_.erase(it);
       } else {
-        receivers.push_back(it->second);
+        receivers.push_back(r);
         ++it;
       }
     }

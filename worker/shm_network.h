@@ -14,6 +14,11 @@
 // sender's host identity equals ours, replacing any earlier channel from
 // that address; ReceiverFrom hands it to the job transports.
 //
+// Restarted peers: callers may name the process (incarnation) they expect
+// at an address. A channel or "use gRPC" answer of another process is not
+// used: SenderTo asks the address again, ReceiverFrom returns null until
+// that process has attached.
+//
 // With `enabled` false (--no-shm) every peer is reached over gRPC, and
 // Attach refuses; the worker still tells each peer once, so that a peer
 // holding a channel from an earlier process at this address drops it.
@@ -59,13 +64,17 @@ class ShmNetwork {
   // Set before the worker registers (see PeerNetwork::set_my_address).
   void set_my_address(const std::string& address);
 
-  // The channel to the worker at `address`, set up now if this is the
-  // first message to it (waiting at most until `deadline`, and 2 s), or
-  // null when messages to it go over gRPC.
+  // The channel to the worker at `address` (process `incarnation`; 0:
+  // whichever), set up now if this is the first message to it (waiting at
+  // most until `deadline`, and 2 s), or null when messages to it go over
+  // gRPC.
   std::shared_ptr<ShmSender> SenderTo(const std::string& address,
-                                      absl::Time deadline);
-  // The channel from the worker at `address`, or null.
-  std::shared_ptr<ShmReceiver> ReceiverFrom(const std::string& address);
+                                      absl::Time deadline,
+                                      uint64_t incarnation = 0);
+  // The channel from the worker at `address` (process `incarnation`; 0:
+  // whichever), or null.
+  std::shared_ptr<ShmReceiver> ReceiverFrom(const std::string& address,
+                                            uint64_t incarnation = 0);
 
   // The ShmPeer.Attach handler.
   v1::ShmAttachResponse Attach(const v1::ShmAttachRequest& request);
@@ -78,19 +87,26 @@ class ShmNetwork {
   struct Outgoing {
     std::shared_ptr<ShmSender> sender;
     bool use_grpc = false;
+    uint64_t incarnation = 0;  // of the peer that answered; 0: unknown
     std::shared_ptr<absl::Mutex> asking;  // one Attach call at a time
   };
   // Asks the peer to map a new ring. *keep: whether the answer holds for
   // later messages too.
+  // *incarnation: the answering peer's.
   std::shared_ptr<ShmSender> Ask(const std::string& address,
-                                 absl::Time deadline, bool* keep);
+                                 absl::Time deadline, bool* keep,
+                                 uint64_t* incarnation);
   v1::ShmPeer::Stub* StubFor(const std::string& address);
 
   const std::string identity_;
   absl::Mutex mu_;
   Options options_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Outgoing> out_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::shared_ptr<ShmReceiver>> in_ ABSL_GUARDED_BY(mu_);
+  struct Incoming {
+    std::shared_ptr<ShmReceiver> receiver;
+    uint64_t incarnation = 0;  // of the sender
+  };
+  std::map<std::string, Incoming> in_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<v1::ShmPeer::Stub>> stubs_
       ABSL_GUARDED_BY(mu_);
 };

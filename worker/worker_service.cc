@@ -146,7 +146,13 @@ grpc::Status WorkerService::RunShard(
   absl::StatusOr<ShardCall> call =
       ReceiveCall(stream, options_.max_job_bytes, options_.budget,
                   &arguments_memory, &send_outputs, &header);
-  if (!call.ok()) return ToGrpcStatus(call.status());
+  if (!call.ok()) {
+    // The job will not run here: the jobs after it need not wait for it.
+    if (sequencer_ != nullptr && !header.worker_id().empty()) {
+      sequencer_->Skip(header.worker_id(), header.ticket());
+    }
+    return ToGrpcStatus(call.status());
+  }
   const std::string job_id = call->job_id;
   const int64_t device = call->device_id;
   const Traceparent span = ServerSpan(*context);
@@ -155,6 +161,18 @@ grpc::Status WorkerService::RunShard(
   auto cancelled = [context] { return context->IsCancelled(); };
   call->cancelled = cancelled;
 
+  // A job planned for an earlier process at this address is not ours.
+  if (network_ != nullptr && device >= 0 &&
+      device < header.device_incarnations_size() &&
+      header.device_incarnations(device) != 0 &&
+      header.device_incarnations(device) != network_->incarnation()) {
+    return ToGrpcStatus(absl::AbortedError(
+        absl::StrCat("job ", job_id,
+                     " was planned for an earlier process at this "
+                     "worker's address (incarnation ",
+                     header.device_incarnations(device), "; this one is ",
+                     network_->incarnation(), ")")));
+  }
   std::unique_ptr<Turn> turn;
   if (sequencer_ != nullptr && !header.worker_id().empty()) {
     absl::Status s = sequencer_->Enter(header.worker_id(), header.ticket(),
@@ -178,6 +196,8 @@ grpc::Status WorkerService::RunShard(
     t.device = device;
     t.addresses.assign(header.device_addresses().begin(),
                        header.device_addresses().end());
+    t.incarnations.assign(header.device_incarnations().begin(),
+                          header.device_incarnations().end());
     t.deadline = deadline;
     t.collective_timeout =
         header.collective_timeout_ms() > 0
@@ -372,6 +392,16 @@ grpc::Status WorkerService::DropArray(grpc::ServerContext* context,
                                       const v1::DropArrayRequest* request,
                                       v1::DropArrayResponse* response) {
   store_->Drop(request->name());
+  return grpc::Status::OK;
+}
+
+grpc::Status WorkerService::SkipTickets(grpc::ServerContext* context,
+                                        const v1::SkipTicketsRequest* request,
+                                        v1::SkipTicketsResponse* response) {
+  if (sequencer_ == nullptr) return grpc::Status::OK;
+  for (uint64_t ticket : request->tickets()) {
+    sequencer_->Skip(request->worker_id(), ticket);
+  }
   return grpc::Status::OK;
 }
 

@@ -65,6 +65,10 @@ class WorkerService final : public v1::Worker::Service {
   grpc::Status LoadBlock(grpc::ServerContext* context,
                          const v1::LoadBlockRequest* request,
                          v1::LoadBlockResponse* response) override;
+  // Gives the tickets up in the JobSequencer (see there).
+  grpc::Status SkipTickets(grpc::ServerContext* context,
+                           const v1::SkipTicketsRequest* request,
+                           v1::SkipTicketsResponse* response) override;
 
  private:
   absl::Status FetchResidents(const v1::ShardJob& header, const Mesh& mesh,

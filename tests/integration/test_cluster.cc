@@ -46,7 +46,7 @@ TestCluster::TestCluster(const Options& options) {
     w->network = std::make_unique<PeerNetwork>(
         PeerNetwork::Options{"", static_cast<uint64_t>(i + 1)});
     w->peer_service = std::make_unique<PeerService>(w->network->inbox());
-    w->sequencer = std::make_unique<JobSequencer>(JobSequencer::Options{});
+    w->sequencer = std::make_unique<JobSequencer>();
     w->service = std::make_unique<WorkerService>(
         WorkerService::Options{}, w->executor.get(), w->network.get(),
         w->sequencer.get(), &w->store);
@@ -64,6 +64,7 @@ TestCluster::TestCluster(const Options& options) {
     link.coordinator = address_;
     link.advertise = w->address;
     link.functions = w->registry.Signatures();
+    link.incarnation = static_cast<uint64_t>(i + 1);  // the network's
     w->link = *CoordinatorLink::Create(link);
     workers_.push_back(std::move(w));
   }

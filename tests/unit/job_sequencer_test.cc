@@ -1,7 +1,8 @@
 // Tests of worker/job_sequencer: tickets run in order whatever order they
-// arrive in, a missing ticket is skipped after the gap timeout and refused
-// if it comes later, a new worker id restarts the order, and deadlines and
-// cancellation end a wait.
+// arrive in, a missing ticket is waited for (never skipped by time) until
+// the coordinator skips it, a skipped ticket is refused if it comes later,
+// a new worker id restarts the order and retires the old one, and
+// deadlines and cancellation end a wait.
 #include "worker/job_sequencer.h"
 
 #include <gtest/gtest.h>
@@ -21,7 +22,6 @@
 namespace shardmap {
 namespace {
 
-constexpr absl::Duration kGap = absl::Milliseconds(200);
 // How long a wait that must not end yet is watched.
 constexpr absl::Duration kBlocked = absl::Milliseconds(50);
 // A bound on waits that must end; never reached when all is well.
@@ -70,15 +70,7 @@ class JobSequencerTest : public ::testing::Test {
     return seq_->Enter(id, ticket, absl::Now() + timeout, NotCancelled);
   }
 
-  // For tests of ordering alone: no ticket is skipped however slowly the
-  // threads start.
-  void UseLongGap() {
-    seq_ = std::make_unique<JobSequencer>(
-        JobSequencer::Options{absl::Seconds(60)});
-  }
-
-  std::unique_ptr<JobSequencer> seq_ =
-      std::make_unique<JobSequencer>(JobSequencer::Options{kGap});
+  std::unique_ptr<JobSequencer> seq_ = std::make_unique<JobSequencer>();
 };
 
 TEST_F(JobSequencerTest, TicketsInOrderEnterAtOnce) {
@@ -89,7 +81,6 @@ TEST_F(JobSequencerTest, TicketsInOrderEnterAtOnce) {
 }
 
 TEST_F(JobSequencerTest, OutOfOrderArrivalsRunInOrder) {
-  UseLongGap();
   constexpr int kTickets = 6;
   absl::Mutex mu;
   std::vector<uint64_t> order;
@@ -122,7 +113,6 @@ TEST_F(JobSequencerTest, OutOfOrderArrivalsRunInOrder) {
 }
 
 TEST_F(JobSequencerTest, ManyThreadsRunOneAtATimeInOrder) {
-  UseLongGap();
   constexpr int kTickets = 24;
   std::atomic<int> inside{0};
   std::atomic<int> overlaps{0};
@@ -155,7 +145,6 @@ TEST_F(JobSequencerTest, ManyThreadsRunOneAtATimeInOrder) {
 }
 
 TEST_F(JobSequencerTest, LeaveLetsTheNextIn) {
-  UseLongGap();
   ASSERT_TRUE(EnterNow("w0", 0).ok());
   Entrant next(seq_.get(), "w0", 1);
   ASSERT_TRUE(next.WaitUntilWaiting());
@@ -167,45 +156,106 @@ TEST_F(JobSequencerTest, LeaveLetsTheNextIn) {
   EXPECT_TRUE(EnterNow("w0", 2, absl::ZeroDuration()).ok());
 }
 
-TEST_F(JobSequencerTest, MissingTicketIsSkippedAfterGapTimeout) {
-  const absl::Time start = absl::Now();
-  // Ticket 0 never comes.
-  absl::Status s = EnterNow("w0", 1);
-  const absl::Duration waited = absl::Now() - start;
-  EXPECT_TRUE(s.ok()) << s;
-  EXPECT_GE(waited, kGap - absl::Milliseconds(5));
-  EXPECT_LT(waited, kGap + absl::Seconds(2));
-  seq_->Leave("w0", 1);
+TEST_F(JobSequencerTest, MissingTicketIsWaitedForUntilTheDeadline) {
+  // Ticket 0 never comes and nobody skips it: ticket 1 waits for it to
+  // the end of its own deadline, however long that is.
+  EXPECT_TRUE(StatusIs(EnterNow("w0", 1, kBlocked),
+                       absl::StatusCode::kDeadlineExceeded,
+                       {"1 earlier job(s)"}));
+  // Ticket 1 gave up and counts as done; ticket 0 still has its turn.
+  ASSERT_TRUE(EnterNow("w0", 0, absl::ZeroDuration()).ok());
+  seq_->Leave("w0", 0);
   EXPECT_TRUE(EnterNow("w0", 2, absl::ZeroDuration()).ok());
 }
 
-TEST_F(JobSequencerTest, LateTicketIsAborted) {
-  ASSERT_TRUE(EnterNow("w0", 1).ok());  // after skipping ticket 0
-  EXPECT_TRUE(StatusIs(EnterNow("w0", 0), absl::StatusCode::kAborted,
-                       {"ticket 0", "after its turn had passed"}));
+TEST_F(JobSequencerTest, SkipLetsTheWaitingTicketIn) {
+  Entrant next(seq_.get(), "w0", 1);
+  ASSERT_TRUE(next.WaitUntilWaiting());
+  EXPECT_FALSE(next.Done(kBlocked));
+  seq_->Skip("w0", 0);
+  ASSERT_TRUE(next.Done(kLong));
+  EXPECT_TRUE(next.status().ok()) << next.status();
   seq_->Leave("w0", 1);
-  // A ticket that already ran is refused too.
-  EXPECT_TRUE(
-      StatusIs(EnterNow("w0", 1), absl::StatusCode::kAborted, {"ticket 1"}));
 }
 
-TEST_F(JobSequencerTest, ArrivedTicketIsNotSkipped) {
-  // Ticket 0 runs for longer than the gap timeout; ticket 1 must wait for
-  // it rather than skip it.
+TEST_F(JobSequencerTest, SkipsBeforeTheirTicketsLetLaterTicketsInAtOnce) {
   ASSERT_TRUE(EnterNow("w0", 0).ok());
-  EXPECT_TRUE(StatusIs(EnterNow("w0", 1, kGap * 2),
-                       absl::StatusCode::kDeadlineExceeded,
-                       {"1 earlier job(s)"}));
   seq_->Leave("w0", 0);
+  // Tickets 1 and 3 are skipped before anything else arrives; 2 runs.
+  seq_->Skip("w0", 3);
+  seq_->Skip("w0", 1);
+  ASSERT_TRUE(EnterNow("w0", 2, absl::ZeroDuration()).ok());
+  seq_->Leave("w0", 2);
+  EXPECT_TRUE(EnterNow("w0", 4, absl::ZeroDuration()).ok());
+  seq_->Leave("w0", 4);
 }
 
-TEST_F(JobSequencerTest, SeveralMissingTicketsAreSkipped) {
+TEST_F(JobSequencerTest, SkippedTicketThatArrivesAfterAllIsAborted) {
+  seq_->Skip("w0", 1);
+  // Not yet passed (ticket 0 has not run), but skipped: refused.
+  EXPECT_TRUE(StatusIs(EnterNow("w0", 1, absl::ZeroDuration()),
+                       absl::StatusCode::kAborted,
+                       {"ticket 1", "after its turn had passed"}));
+  ASSERT_TRUE(EnterNow("w0", 0, absl::ZeroDuration()).ok());
+  seq_->Leave("w0", 0);
+  // Passed by now: refused too, as is a ticket that already ran.
+  EXPECT_TRUE(StatusIs(EnterNow("w0", 1, absl::ZeroDuration()),
+                       absl::StatusCode::kAborted, {"ticket 1"}));
+  EXPECT_TRUE(StatusIs(EnterNow("w0", 0, absl::ZeroDuration()),
+                       absl::StatusCode::kAborted, {"ticket 0"}));
+  EXPECT_TRUE(EnterNow("w0", 2, absl::ZeroDuration()).ok());
+}
+
+TEST_F(JobSequencerTest, SkipOfAWaitingTicketAbortsIt) {
+  ASSERT_TRUE(EnterNow("w0", 0).ok());
+  Entrant waiting(seq_.get(), "w0", 1);
+  ASSERT_TRUE(waiting.WaitUntilWaiting());
+  seq_->Skip("w0", 1);
+  ASSERT_TRUE(waiting.Done(kLong));
+  EXPECT_TRUE(StatusIs(waiting.status(), absl::StatusCode::kAborted,
+                       {"gave up the job of ticket 1"}));
+  seq_->Leave("w0", 0);
+  EXPECT_TRUE(EnterNow("w0", 2, absl::ZeroDuration()).ok());
+}
+
+TEST_F(JobSequencerTest, SkipOfTheRunningTicketChangesNothing) {
+  ASSERT_TRUE(EnterNow("w0", 0).ok());
+  seq_->Skip("w0", 0);  // e.g. the coordinator failed the job meanwhile
+  Entrant next(seq_.get(), "w0", 1);
+  ASSERT_TRUE(next.WaitUntilWaiting());
+  EXPECT_FALSE(next.Done(kBlocked));  // ticket 0 still runs
+  seq_->Leave("w0", 0);
+  ASSERT_TRUE(next.Done(kLong));
+  EXPECT_TRUE(next.status().ok()) << next.status();
+  seq_->Leave("w0", 1);
+  // A skip of a ticket that ran is moot as well.
+  seq_->Skip("w0", 1);
+  EXPECT_TRUE(EnterNow("w0", 2, absl::ZeroDuration()).ok());
+}
+
+TEST_F(JobSequencerTest, SkipOfAnIdNotSeenYetIsKeptForIt) {
   ASSERT_TRUE(EnterNow("w0", 0).ok());
   seq_->Leave("w0", 0);
-  // Tickets 1 and 2 never come: one gap timeout skips both.
-  const absl::Time start = absl::Now();
-  EXPECT_TRUE(EnterNow("w0", 3).ok());
-  EXPECT_GE(absl::Now() - start, kGap);
+  // The worker registered again as w9; w9's ticket 0 failed before its
+  // header came, and its skip arrives before any w9 job.
+  seq_->Skip("w9", 0);
+  ASSERT_TRUE(EnterNow("w9", 1, absl::ZeroDuration()).ok());
+  seq_->Leave("w9", 1);
+}
+
+TEST_F(JobSequencerTest, LateJobsAndSkipsOfARetiredIdChangeNothing) {
+  ASSERT_TRUE(EnterNow("w0", 0).ok());
+  seq_->Leave("w0", 0);
+  ASSERT_TRUE(EnterNow("w7", 0).ok());
+  // w0 is retired: its late skip neither switches the order back nor
+  // touches w7's tickets, and its late job is refused.
+  seq_->Skip("w0", 1);
+  seq_->Skip("w0", 0);
+  EXPECT_TRUE(StatusIs(EnterNow("w0", 1, absl::ZeroDuration()),
+                       absl::StatusCode::kAborted, {"registered again"}));
+  seq_->Leave("w7", 0);
+  ASSERT_TRUE(EnterNow("w7", 1, absl::ZeroDuration()).ok());
+  seq_->Leave("w7", 1);
 }
 
 TEST_F(JobSequencerTest, NewWorkerIdRestartsFromZero) {
@@ -252,7 +302,6 @@ TEST_F(JobSequencerTest, DeadlineEndsTheWait) {
 }
 
 TEST_F(JobSequencerTest, CancellationEndsTheWait) {
-  UseLongGap();
   ASSERT_TRUE(EnterNow("w0", 0).ok());
   Entrant next(seq_.get(), "w0", 1);
   ASSERT_TRUE(next.WaitUntilWaiting());

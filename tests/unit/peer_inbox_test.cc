@@ -222,8 +222,8 @@ TEST_F(PeerInboxTest, SizeMismatch) {
 }
 
 TEST_F(PeerInboxTest, LostStreamFailsTake) {
-  inbox_.StreamOpened("10.0.0.2:5000");
-  inbox_.StreamLost("10.0.0.2:5000");
+  inbox_.StreamOpened("10.0.0.2:5000", 7);
+  inbox_.StreamLost("10.0.0.2:5000", 7);
   std::string out(4, '\0');
   EXPECT_TRUE(StatusIs(Take(WantOf("j1", 2, 0, 0), &out),
                        absl::StatusCode::kUnavailable,
@@ -232,17 +232,17 @@ TEST_F(PeerInboxTest, LostStreamFailsTake) {
   EXPECT_TRUE(StatusIs(Take(WantOf("j1", 3, 0, 0), &out, kShort),
                        absl::StatusCode::kDeadlineExceeded, {}));
   // Reconnecting clears it.
-  inbox_.StreamOpened("10.0.0.2:5000");
+  inbox_.StreamOpened("10.0.0.2:5000", 7);
   EXPECT_TRUE(StatusIs(Take(WantOf("j1", 2, 0, 0), &out, kShort),
                        absl::StatusCode::kDeadlineExceeded, {}));
 }
 
 TEST_F(PeerInboxTest, LostStreamWakesAWaitingTake) {
-  inbox_.StreamOpened("10.0.0.2:5000");
+  inbox_.StreamOpened("10.0.0.2:5000", 7);
   absl::Notification waiting;
   std::thread breaker([&] {
     ASSERT_TRUE(waiting.WaitForNotificationWithTimeout(kLong));
-    inbox_.StreamLost("10.0.0.2:5000");
+    inbox_.StreamLost("10.0.0.2:5000", 7);
   });
   std::string out(4, '\0');
   const absl::Time start = absl::Now();
@@ -259,9 +259,9 @@ TEST_F(PeerInboxTest, LostStreamWakesAWaitingTake) {
 }
 
 TEST_F(PeerInboxTest, MessageThatArrivedBeforeTheLossIsStillTaken) {
-  inbox_.StreamOpened("10.0.0.2:5000");
+  inbox_.StreamOpened("10.0.0.2:5000", 7);
   MustDeliver(Whole("j1", 2, 0, 0, kPsum, "abcd"));
-  inbox_.StreamLost("10.0.0.2:5000");
+  inbox_.StreamLost("10.0.0.2:5000", 7);
   std::string out(4, '\0');
   absl::Status s = Take(WantOf("j1", 2, 0, 0), &out);
   ASSERT_TRUE(s.ok()) << s;
@@ -269,15 +269,43 @@ TEST_F(PeerInboxTest, MessageThatArrivedBeforeTheLossIsStillTaken) {
 }
 
 TEST_F(PeerInboxTest, SenderWithAnotherOpenStreamIsNotLost) {
-  inbox_.StreamOpened("10.0.0.2:5000");
-  inbox_.StreamOpened("10.0.0.2:5000");
-  inbox_.StreamLost("10.0.0.2:5000");
+  inbox_.StreamOpened("10.0.0.2:5000", 7);
+  inbox_.StreamOpened("10.0.0.2:5000", 7);
+  inbox_.StreamLost("10.0.0.2:5000", 7);
   std::string out(4, '\0');
   EXPECT_TRUE(StatusIs(Take(WantOf("j1", 2, 0, 0), &out, kShort),
                        absl::StatusCode::kDeadlineExceeded, {}));
-  inbox_.StreamLost("10.0.0.2:5000");
+  inbox_.StreamLost("10.0.0.2:5000", 7);
   EXPECT_TRUE(StatusIs(Take(WantOf("j1", 2, 0, 0), &out),
                        absl::StatusCode::kUnavailable, {"10.0.0.2:5000"}));
+}
+
+TEST_F(PeerInboxTest, LossOfAnEarlierProcessDoesNotFailTheNewOne) {
+  // The worker at 10.0.0.2:5000 was process 7; its stream broke, and it
+  // came back as process 8, which has not sent anything yet.
+  inbox_.StreamOpened("10.0.0.2:5000", 7);
+  inbox_.StreamLost("10.0.0.2:5000", 7);
+  std::string out(4, '\0');
+  PeerInbox::Want want = WantOf("j1", 2, 0, 0);
+  want.from_incarnation = 8;
+  // Waits for process 8 instead of failing on process 7's loss...
+  EXPECT_TRUE(StatusIs(Take(want, &out, kShort),
+                       absl::StatusCode::kDeadlineExceeded, {}));
+  // ...and takes its message once it comes.
+  inbox_.StreamOpened("10.0.0.2:5000", 8);
+  MustDeliver(Whole("j1", 2, 0, 0, kPsum, "wxyz"));
+  absl::Status s = Take(want, &out);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(out, "wxyz");
+  // A job that expects process 7 still learns it is lost.
+  want.from_incarnation = 7;
+  EXPECT_TRUE(StatusIs(Take(want, &out), absl::StatusCode::kUnavailable,
+                       {"10.0.0.2:5000"}));
+  // Process 8's loss fails the jobs that expect it.
+  inbox_.StreamLost("10.0.0.2:5000", 8);
+  want.from_incarnation = 8;
+  EXPECT_TRUE(StatusIs(Take(want, &out), absl::StatusCode::kUnavailable,
+                       {"10.0.0.2:5000"}));
 }
 
 TEST_F(PeerInboxTest, AbortedReturnsItsStatus) {
