@@ -136,7 +136,8 @@ absl::StatusOr<DeviceDigests> DigestsFromProto(const JobPlan& plan,
         got.state_digests_size(), " + ", got.read_state_digests_size(),
         " state digests and ", got.resident_arg_digests_size(),
         " argument digests where ", outputs, ", ", outputs, ", ", states, " + ",
-        states, " and ", args, " were expected"));
+        states, " and ", args,
+        " were expected (is the worker an older shardmap?)"));
   }
   DeviceDigests d;
   d.outputs.assign(got.digests().begin(), got.digests().end());

@@ -63,7 +63,8 @@ class Cluster(harness.ProcessCluster):
         return code, (np.load(out) if code == 0 else None), err
 
 
-class StateTest(unittest.TestCase):
+class FourWorkerTest(unittest.TestCase):
+    """One cluster of four workers for all the tests of a class."""
 
     @classmethod
     def setUpClass(cls):
@@ -72,6 +73,9 @@ class StateTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.c.close()
+
+
+class StateTest(FourWorkerTest):
 
     def accumulate(self, x, name, spec="P('x')"):
         # A file of its own per call: callers run in parallel.
@@ -152,18 +156,11 @@ class StateTest(unittest.TestCase):
                                    rtol=1e-4, atol=1e-4)
 
 
-class ReplicationTest(unittest.TestCase):
-    """Writes whose spec claims equal copies are compared before the commit
-    (RELIABILITY scenario 33): a divergent write fails naming the slot or
-    output, the axis and the devices, and the stored array is unchanged."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.c = Cluster(4)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.c.close()
+class ReplicationTest(FourWorkerTest):
+    """Writes whose spec claims equal copies are compared before the
+    commit (docs/RELIABILITY.md, scenario 33): a divergent write fails
+    naming the slot or output, the axis and the devices, and the stored
+    array is unchanged."""
 
     def put_fresh(self, name, array):
         self.c.put(name, array, "x=4", "P()", "--overwrite")

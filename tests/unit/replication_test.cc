@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,14 @@ namespace {
 
 Mesh M(const char* text) { return *Mesh::Parse(text); }
 PartitionSpec P(const char* text) { return *PartitionSpec::Parse(text); }
+
+void ExpectPair(const std::optional<Divergence>& v, int64_t device,
+                int64_t other, const std::string& axis) {
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(v->device, device);
+  EXPECT_EQ(v->other, other);
+  EXPECT_EQ(v->axis, axis);
+}
 
 TEST(ReplicatedAxesTest, AxesTheSpecLeavesOut) {
   EXPECT_EQ(ReplicatedAxes(M("x=4"), P("P()")),
@@ -39,41 +48,23 @@ TEST(FindDivergenceTest, EqualCopiesPass) {
 }
 
 TEST(FindDivergenceTest, NamesTheAxisAndTheDevices) {
-  auto v = FindDivergence(M("x=4"), P("P()"), {1, 2, 3, 4});
-  ASSERT_TRUE(v.has_value());
-  EXPECT_EQ(v->axis, "x");
-  EXPECT_EQ(v->device, 0);
-  EXPECT_EQ(v->other, 1);
+  ExpectPair(FindDivergence(M("x=4"), P("P()"), {1, 2, 3, 4}), 0, 1, "x");
 
   // Only device 3's copy differs.
-  v = FindDivergence(M("x=4"), P("P()"), {1, 1, 1, 4});
-  ASSERT_TRUE(v.has_value());
-  EXPECT_EQ(v->device, 0);
-  EXPECT_EQ(v->other, 3);
+  ExpectPair(FindDivergence(M("x=4"), P("P()"), {1, 1, 1, 4}), 0, 3, "x");
 
   // P('x') over x=2,y=2: block x=1 has copies 2 and 3 (along y).
-  v = FindDivergence(M("x=2,y=2"), P("P('x')"), {5, 5, 9, 8});
-  ASSERT_TRUE(v.has_value());
-  EXPECT_EQ(v->axis, "y");
-  EXPECT_EQ(v->device, 2);
-  EXPECT_EQ(v->other, 3);
+  ExpectPair(FindDivergence(M("x=2,y=2"), P("P('x')"), {5, 5, 9, 8}), 2, 3,
+             "y");
 }
 
 TEST(FindDivergenceTest, SeveralAxesNameTheOneWhereTheValueChanges) {
   // P() over x=2,y=2; device 3 = (1,1) differs from 0 = (0,0) along both
   // axes. Device 2 = (1,0) equals 0, so the change is between 2 and 3,
   // along y ...
-  auto v = FindDivergence(M("x=2,y=2"), P("P()"), {5, 5, 5, 6});
-  ASSERT_TRUE(v.has_value());
-  EXPECT_EQ(v->axis, "y");
-  EXPECT_EQ(v->device, 2);
-  EXPECT_EQ(v->other, 3);
+  ExpectPair(FindDivergence(M("x=2,y=2"), P("P()"), {5, 5, 5, 6}), 2, 3, "y");
   // ... and where the value varies with x only, the pair is along x.
-  v = FindDivergence(M("x=2,y=2"), P("P()"), {5, 5, 6, 6});
-  ASSERT_TRUE(v.has_value());
-  EXPECT_EQ(v->axis, "x");
-  EXPECT_EQ(v->device, 0);
-  EXPECT_EQ(v->other, 2);
+  ExpectPair(FindDivergence(M("x=2,y=2"), P("P()"), {5, 5, 6, 6}), 0, 2, "x");
 }
 
 TEST(FindDivergenceTest, WrongNumberOfDigestsFindsNothing) {
