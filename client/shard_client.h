@@ -113,8 +113,9 @@ class ShardClient {
 
   // Resident arrays. Put shards `array` by `spec` over `mesh` onto the
   // workers (FAILED_PRECONDITION over an existing name of another shape or
-  // dtype unless `overwrite`); Get assembles one back (NOT_FOUND, or
-  // FAILED_PRECONDITION if a worker holding it was lost).
+  // dtype unless `overwrite`); Get assembles one back (NOT_FOUND,
+  // FAILED_PRECONDITION if a worker holding it was lost, or DATA_LOSS if
+  // copies that should be equal differ).
   absl::StatusOr<v1::ResidentInfo> Put(const std::string& name,
                                        const Tensor& array, const Mesh& mesh,
                                        const PartitionSpec& spec,

@@ -8,7 +8,6 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "core/block_math.h"
@@ -16,13 +15,14 @@
 #include "core/proto_convert.h"
 #include "core/status_util.h"
 #include "core/trace_context.h"
+#include "server/replication_check.h"
 
 namespace shardmap {
 
 // What one device sent back.
 struct DeviceResult {
   std::vector<ArrayMeta> outputs;
-  std::vector<uint64_t> digests;
+  DeviceDigests digests;
   std::vector<std::optional<Tensor>> blocks;  // only representatives'
 };
 
@@ -193,19 +193,15 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
   DeviceResult result;
   v1::ShardResponse response;
   if (ok && ch.Read(&response)) {
-    if (!response.has_outputs() ||
-        response.outputs().outputs_size() != num_outputs ||
-        response.outputs().digests_size() != num_outputs) {
-      return Abandon(
-          ch, absl::InternalError(absl::StrCat(
-                  "worker answered ", plan.function.name(), " with ",
-                  response.has_outputs()
-                      ? absl::StrCat(
-                            response.outputs().outputs_size(), " outputs and ",
-                            response.outputs().digests_size(), " digests")
-                      : std::string("no ShardOutputs"),
-                  " where ", num_outputs, " of each were expected")));
+    if (!response.has_outputs()) {
+      return Abandon(ch, absl::InternalError(absl::StrCat(
+                             "worker answered ", plan.function.name(),
+                             " without ShardOutputs")));
     }
+    absl::StatusOr<DeviceDigests> digests =
+        DigestsFromProto(plan, response.outputs());
+    if (!digests.ok()) return Abandon(ch, digests.status());
+    result.digests = *std::move(digests);
     std::vector<size_t> sizes;
     std::vector<ChunkSequencer::Sink> sinks;
     for (int o = 0; o < num_outputs; ++o) {
@@ -213,7 +209,6 @@ absl::StatusOr<DeviceResult> RunDevice(const std::string& job_id,
                                   absl::StrCat("output ", o));
       if (!meta.ok()) return Abandon(ch, meta.status());
       result.outputs.push_back(*meta);
-      result.digests.push_back(response.outputs().digests(o));
       if (plan.StoredAs(o).empty() && plan.IsOutputRepresentative(o, d)) {
         const uint64_t returned =
             common.returned_bytes->fetch_add(meta->num_bytes()) +
@@ -274,13 +269,6 @@ absl::Status Decide(ShardChannel& ch, bool commit) {
   while (ch.Read(&ignored)) {
   }
   return ch.Finish();
-}
-
-std::string AxesList(const std::vector<std::string>& axes) {
-  std::vector<std::string> q;
-  for (const auto& a : axes) q.push_back(absl::StrCat("'", a, "'"));
-  return q.size() == 1 ? absl::StrCat("mesh axis ", q[0])
-                       : absl::StrCat("mesh axes ", absl::StrJoin(q, ", "));
 }
 
 }  // namespace
@@ -487,7 +475,7 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Collect(
   }
 
   const std::string fn = plan.function.name();
-  std::vector<JobOutput> outputs;
+  std::vector<BlockLayout> layouts;
   for (size_t o = 0; o < plan.out_specs.size(); ++o) {
     const ArrayMeta& meta0 = results[0]->outputs[o];
     for (int64_t d = 1; d < n; ++d) {
@@ -509,45 +497,32 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Collect(
             plan.mesh, plan.out_specs[o], meta0.shape, what,
             absl::StrCat(fn, " output ", o, " (",
                          ShapeString(meta0.dtype, meta0.shape), ")")));
-    // Representative device of each block.
-    std::vector<int64_t> rep(n, -1);
-    for (int64_t d = 0; d < n; ++d) {
-      if (plan.IsOutputRepresentative(o, d)) rep[layout.BlockNumber(d)] = d;
-    }
-    if (plan.check_rep) {
-      for (int64_t d = 0; d < n; ++d) {
-        const int64_t r = rep[layout.BlockNumber(d)];
-        if (results[d]->digests[o] == results[r]->digests[o]) continue;
-        std::vector<std::string> axes;
-        const auto cd = plan.mesh.Coords(d), cr = plan.mesh.Coords(r);
-        for (int a = 0; a < plan.mesh.num_axes(); ++a) {
-          if (cd[a] != cr[a]) axes.push_back(plan.mesh.axes()[a].name);
-        }
-        return absl::InvalidArgumentError(absl::StrCat(
-            what, " is ", plan.out_specs[o].ToString(), " which implies that ",
-            fn, " output ", o, " is replicated across ", AxesList(axes),
-            ", but device ", r, " (mesh coordinates ", ShapeTuple(cr),
-            ") and device ", d, " (mesh coordinates ", ShapeTuple(cd),
-            ") returned different values. If the output varies over ",
-            axes.size() == 1 ? "that axis" : "those axes",
-            ", mention it in the out_spec; if not, check the function, or "
-            "pass --no-check-rep to skip this check"));
-      }
-    }
+    layouts.push_back(std::move(layout));
+  }
+  std::vector<const DeviceDigests*> digests;
+  for (int64_t d = 0; d < n; ++d) digests.push_back(&results[d]->digests);
+  SHARD_RETURN_IF_ERROR(CheckReplication(plan, digests, [&](int64_t d) {
+    return DeviceName(plan, d, workers[d]);
+  }));
+
+  std::vector<JobOutput> outputs;
+  for (size_t o = 0; o < plan.out_specs.size(); ++o) {
+    const BlockLayout& layout = layouts[o];
+    const DType dtype = results[0]->outputs[o].dtype;
     JobOutput result;
-    result.meta = ArrayMeta{meta0.dtype, layout.global_shape()};
+    result.meta = ArrayMeta{dtype, layout.global_shape()};
     if (!plan.StoredAs(o).empty()) {
       outputs.push_back(std::move(result));  // stays on the workers
       continue;
     }
-    SHARD_ASSIGN_OR_RETURN(Tensor out,
-                           Tensor::Create(meta0.dtype, layout.global_shape(),
-                                          options_.max_job_bytes));
+    SHARD_ASSIGN_OR_RETURN(
+        Tensor out,
+        Tensor::Create(dtype, layout.global_shape(), options_.max_job_bytes));
     for (int64_t d = 0; d < n; ++d) {
       if (!plan.IsOutputRepresentative(o, d)) continue;
       std::optional<Tensor>& block = results[d]->blocks[o];
       BlockRegion region(layout.global_shape(), layout.block_shape(),
-                         layout.BlockOrigin(d), ItemSize(meta0.dtype));
+                         layout.BlockOrigin(d), ItemSize(dtype));
       region.CopyIn(block->data(), 0, region.num_bytes(), out.data());
       block.reset();
     }

@@ -1,6 +1,7 @@
 // Runs a planned job on its workers: ships each device only the blocks of
 // the arguments it needs, collects the output blocks, verifies replication
-// (check_rep, on value digests) and assembles the outputs by out_specs.
+// (server/replication_check.h: returned and stored outputs, states read
+// and written) and assembles the outputs by out_specs.
 //
 // Fate-sharing: the first device that fails cancels the others, and the
 // job fails with that device's error, naming the device and the worker.
@@ -67,7 +68,9 @@ class JobRunner {
   // runs on workers[i]. Errors: whatever a device returned (annotated with
   // the device and worker), UNAVAILABLE for a lost worker,
   // DEADLINE_EXCEEDED, INVALID_ARGUMENT for outputs that do not fit their
-  // out_specs or break check_rep.
+  // out_specs, or whose copies differ (returned ones with check_rep, stored
+  // outputs and written states always; see replication_check.h), DATA_LOSS
+  // for resident arrays read whose copies differ.
   // A job that writes resident arrays commits on every worker only if all
   // devices succeed (two-phase); then the index publishes the new versions.
   // `cancelled` (polled like liveness) returning true aborts the job on

@@ -1,7 +1,9 @@
 #include "server/planner.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/collective_rules.h"
+#include "core/replication.h"
 #include "core/signature.h"
 #include "core/status_util.h"
 
@@ -31,6 +33,44 @@ absl::StatusOr<std::vector<PartitionSpec>> BroadcastSpecs(
 // "in_specs" when one spec serves all, else "in_specs[i]".
 std::string SpecName(absl::string_view field, int i, int count) {
   return count == 1 ? std::string(field) : absl::StrCat(field, "[", i, "]");
+}
+
+// Refuses --no-check-rep for a job that stores copies: a stored output or
+// written state whose spec leaves a mesh axis out is stored once per
+// device along it, and only copies checked to be equal are stored.
+absl::Status RefuseUncheckedCopies(const JobPlan& plan) {
+  auto refuse = [&](const std::string& what, const PartitionSpec& spec,
+                    const std::string& fix) -> absl::Status {
+    std::vector<std::string> axes = ReplicatedAxes(plan.mesh, spec);
+    if (axes.empty()) return absl::OkStatus();
+    for (std::string& a : axes) a = absl::StrCat("'", a, "'");
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--no-check-rep cannot be used with ", what, ": its spec ",
+        spec.ToString(), " leaves mesh ", axes.size() == 1 ? "axis " : "axes ",
+        absl::StrJoin(axes, ", "), " out, so every device along ",
+        axes.size() == 1 ? "it" : "them",
+        " stores a copy, and only copies "
+        "checked to be equal are stored. Drop --no-check-rep (the copies are "
+        "then compared before anything is stored), or ",
+        fix));
+  };
+  const std::string fn = plan.function.name();
+  for (size_t o = 0; o < plan.out_specs.size(); ++o) {
+    if (plan.StoredAs(o).empty()) continue;
+    SHARD_RETURN_IF_ERROR(refuse(
+        absl::StrCat(fn, " output ", o, " stored as '", plan.StoredAs(o), "'"),
+        plan.out_specs[o], "name the axis in the out_spec"));
+  }
+  for (const StatePlan& st : plan.states) {
+    if (!st.write) continue;
+    SHARD_RETURN_IF_ERROR(refuse(
+        absl::StrCat("state slot '", st.slot, "' (array '", st.array.name,
+                     "'), which ", fn, " writes"),
+        st.spec.unsplit() ? PartitionSpec() : st.spec,
+        absl::StrCat("give the slot a spec that names the axis (--state-spec ",
+                     st.slot, "=...)")));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -239,7 +279,7 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
             .status());
     plan.states.push_back(std::move(st));
   }
-
+  if (!plan.check_rep) SHARD_RETURN_IF_ERROR(RefuseUncheckedCopies(plan));
   return plan;
 }
 

@@ -72,7 +72,9 @@ struct JobPlan {
 using FunctionLookup =
     std::function<absl::StatusOr<v1::FunctionSignature>(const std::string&)>;
 
-// Errors: INVALID_ARGUMENT naming the argument, dimension or axis;
+// Errors: INVALID_ARGUMENT naming the argument, dimension or axis, or
+// the output or state slot when no_check_rep is asked of a job that stores
+// copies (a stored output or written state whose spec leaves an axis out);
 // NOT_FOUND for an unknown function (from `lookup`) or resident array;
 // FAILED_PRECONDITION for a lost resident array. `index` may be null when
 // the job names no resident arrays.

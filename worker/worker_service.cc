@@ -10,6 +10,7 @@
 #include "core/digest.h"
 #include "core/npy.h"
 #include "core/proto_convert.h"
+#include "core/replication.h"
 #include "core/status_util.h"
 #include "core/trace_context.h"
 #include "worker/block_fetch.h"
@@ -112,6 +113,13 @@ absl::StatusOr<ShardCall> ReceiveCall(
   }
   SHARD_RETURN_IF_ERROR(sequencer.Finish());
   return call;
+}
+
+// The digest of a block whose job spec leaves a mesh axis out (the
+// coordinator compares its copies across devices), else 0.
+uint64_t ReplicaDigest(const Mesh& mesh, const v1::PartitionSpec& spec,
+                       const Tensor& block) {
+  return ReplicatedAxes(mesh, SpecFromProto(spec)).empty() ? 0 : Digest(block);
 }
 
 }  // namespace
@@ -221,6 +229,21 @@ grpc::Status WorkerService::RunShard(
       !s.ok()) {
     return ToGrpcStatus(s);
   }
+  // What this device read, before the function changes its states.
+  v1::ShardResponse response;
+  v1::ShardOutputs* described = response.mutable_outputs();
+  for (size_t i = 0; i < call->args.size(); ++i) {
+    const bool resident = static_cast<int>(i) < header.resident_args_size() &&
+                          !header.resident_args(i).name().empty();
+    described->add_resident_arg_digests(
+        resident ? ReplicaDigest(mesh, header.resident_args(i).job_spec(),
+                                 call->args[i])
+                 : 0);
+  }
+  for (const v1::StateSlot& slot : header.states()) {
+    described->add_read_state_digests(
+        ReplicaDigest(mesh, slot.source().job_spec(), states.at(slot.slot())));
+  }
   absl::StatusOr<std::vector<Tensor>> outputs =
       executor_->Run(*std::move(call), comm.get(),
                      header.states_size() > 0 ? &states : nullptr);
@@ -237,12 +260,18 @@ grpc::Status WorkerService::RunShard(
     if (!reserved.ok()) return ToGrpcStatus(reserved.status());
     outputs_memory = *std::move(reserved);
   }
-  // Describe every output before the stored ones move into the store.
-  v1::ShardResponse response;
-  v1::ShardOutputs* described = response.mutable_outputs();
+  // Describe every output and written state before they move into the
+  // store.
   for (const Tensor& t : *outputs) {
     *described->add_outputs() = HeaderToProto(t.dtype(), t.shape());
     described->add_digests(Digest(t));
+  }
+  for (const v1::StateSlot& slot : header.states()) {
+    auto it = states.find(slot.slot());
+    described->add_state_digests(
+        slot.write() && it != states.end()
+            ? ReplicaDigest(mesh, slot.source().job_spec(), it->second)
+            : 0);
   }
   // Staged writes are dropped on every way out but a commit.
   struct DropStaged {

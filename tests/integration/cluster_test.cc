@@ -196,6 +196,44 @@ TEST_F(ClusterTest, StreamWithoutSpecIsRejected) {
 
 // A worker that dies fails the jobs it is part of with UNAVAILABLE naming
 // it; once it has left the pool, the mesh no longer fits.
+// An array whose copies came to disagree (stored before copies were
+// checked, or its blocks changed on disk): a get says so in its own words.
+TEST_F(ClusterTest, GetOfAnArrayWhoseCopiesDifferSaysSo) {
+  auto client = Client();
+  Tensor a(DType::kInt32, {3});
+  for (int i = 0; i < 3; ++i) a.data_as<int32_t>()[i] = i + 1;
+  ASSERT_TRUE(client->Put("div/a", a, *Mesh::Parse("x=2"), Spec("P()")).ok());
+  // Replace device 1's copy on the worker that holds it.
+  bool changed = false;
+  for (int w = 0; w < cluster_->num_workers() && !changed; ++w) {
+    ResidentStore& store = cluster_->worker_store(w);
+    for (auto& [name, block] : store.All()) {
+      if (name != "div/a" || block.device != 1) continue;
+      Tensor other(DType::kInt32, {3});
+      for (int i = 0; i < 3; ++i) other.data_as<int32_t>()[i] = -7;
+      ResidentStore::Block b = block;
+      b.data = std::make_shared<const Tensor>(std::move(other));
+      store.Drop(name);
+      store.Put(name, std::move(b));
+      changed = true;
+      break;
+    }
+  }
+  ASSERT_TRUE(changed) << "no worker holds device 1 of div/a";
+  absl::StatusOr<Tensor> got = client->Get("div/a");
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kDataLoss) << got.status();
+  const std::string msg(got.status().message());
+  for (const char* part :
+       {"resident array 'div/a'", "holds copies that differ", "mesh axis 'x'",
+        "device 0 (mesh coordinates (0,)", "device 1 (mesh coordinates (1,)"}) {
+    EXPECT_NE(msg.find(part), std::string::npos) << part << ": " << msg;
+  }
+  for (const char* word : {"identity", "out_specs", "--no-check-rep"}) {
+    EXPECT_EQ(msg.find(word), std::string::npos) << word << ": " << msg;
+  }
+  ASSERT_TRUE(client->Delete("div/a").ok());
+}
+
 TEST(LostWorkerTest, JobFailsNamingTheWorkerThenThePoolShrinks) {
   TestCluster cluster(
       {/*num_workers=*/2, /*heartbeat_timeout=*/absl::Milliseconds(500)});

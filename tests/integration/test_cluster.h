@@ -41,6 +41,10 @@ class TestCluster {
   const std::string& worker_address(int i) const {
     return workers_[i]->address;
   }
+  int num_workers() const { return static_cast<int>(workers_.size()); }
+  // Worker `i`'s resident blocks, for tests that change what it holds
+  // behind the coordinator's back.
+  ResidentStore& worker_store(int i) { return workers_[i]->store; }
 
  private:
   struct Worker {

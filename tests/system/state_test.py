@@ -1,6 +1,7 @@
 """State and resident arrays end to end, with real processes on 127.0.0.1:
-brainstate's accumulate, a failed job leaving state unchanged, concurrent
-writers without lost updates, a data-parallel linear regression trained
+brainstate's accumulate, a failed job leaving state unchanged, writes whose
+copies differ refused before the commit, concurrent writers without lost
+updates, a data-parallel linear regression trained
 with its data and weights resident (checked against numpy's least squares),
 flax nnx's tensor-parallel MLP with weights put by rules, arrays lost with
 their worker, and a checkpoint that survives restarting every worker.
@@ -62,7 +63,8 @@ class Cluster(harness.ProcessCluster):
         return code, (np.load(out) if code == 0 else None), err
 
 
-class StateTest(unittest.TestCase):
+class FourWorkerTest(unittest.TestCase):
+    """One cluster of four workers for all the tests of a class."""
 
     @classmethod
     def setUpClass(cls):
@@ -71,6 +73,9 @@ class StateTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.c.close()
+
+
+class StateTest(FourWorkerTest):
 
     def accumulate(self, x, name, spec="P('x')"):
         # A file of its own per call: callers run in parallel.
@@ -149,6 +154,99 @@ class StateTest(unittest.TestCase):
         self.assertEqual(code, 0, err)
         np.testing.assert_allclose(np.load(out), np.maximum(x @ w1, 0) @ w2,
                                    rtol=1e-4, atol=1e-4)
+
+
+class ReplicationTest(FourWorkerTest):
+    """Writes whose spec claims equal copies are compared before the
+    commit (docs/RELIABILITY.md, scenario 33): a divergent write fails
+    naming the slot or output, the axis and the devices, and the stored
+    array is unchanged."""
+
+    def put_fresh(self, name, array):
+        self.c.put(name, array, "x=4", "P()", "--overwrite")
+
+    def assert_unchanged(self, name, want):
+        code, got, err = self.c.get(name)
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(got, want)
+
+    def accumulate(self, x, name, in_spec, *extra):
+        path = self.c.file(f"rx-{next(COUNTER)}.npy", x)
+        return self.c.ctl("run", "--mesh", "x=4", "--fn", "accumulate",
+                          "--arg", path, "--in-spec", in_spec,
+                          "--out-spec", "P('x')", "--state", f"buffer={name}",
+                          *extra)
+
+    def store(self, x, name, in_spec, out_spec, *extra):
+        path = self.c.file(f"ry-{next(COUNTER)}.npy", x)
+        return self.c.ctl("run", "--mesh", "x=4", "--fn", "identity",
+                          "--arg", path, "--in-spec", in_spec,
+                          "--out", "@" + name, "--out-spec", out_spec, *extra)
+
+    def test_state_written_with_copies_that_differ_fails(self):
+        old = np.arange(3, dtype=np.float64)
+        self.put_fresh("rep/s", old)
+        # x split over x=4: each device adds a different quarter to its copy
+        # of the replicated (P()) buffer.
+        code, _, err = self.accumulate(RNG.standard_normal(12), "rep/s",
+                                       "P('x')")
+        self.assertEqual(code, 65, err)
+        for part in ["INVALID_ARGUMENT",
+                     "state slot 'buffer' (array 'rep/s') is written with "
+                     "spec P()", "differ along mesh axis 'x'",
+                     "device 0 (mesh coordinates (0,)",
+                     "device 1 (mesh coordinates (1,)", "Nothing was stored"]:
+            self.assertIn(part, err)
+        self.assert_unchanged("rep/s", old)
+
+    def test_stored_output_with_copies_that_differ_fails(self):
+        old = np.full(3, 5, np.int32)
+        self.put_fresh("rep/d", old)
+        x = np.arange(12, dtype=np.int32)
+        code, _, err = self.store(x, "rep/d", "P('x')", "P()")
+        self.assertEqual(code, 65, err)
+        for part in ["identity output 0 is stored as 'rep/d' with spec P()",
+                     "mesh axis 'x'", "device 0", "device 1",
+                     "Nothing was stored"]:
+            self.assertIn(part, err)
+        self.assertNotIn("--no-check-rep", err)
+        self.assert_unchanged("rep/d", old)
+
+    def test_no_check_rep_is_refused_for_stored_copies(self):
+        old = np.full(3, 9, np.int32)
+        self.put_fresh("rep/n", old)
+        x = np.arange(12, dtype=np.int32)
+        code, _, err = self.store(x, "rep/n", "P('x')", "P()",
+                                  "--no-check-rep")
+        self.assertEqual(code, 65, err)
+        for part in ["INVALID_ARGUMENT", "--no-check-rep cannot be used",
+                     "identity output 0 stored as 'rep/n'", "P()",
+                     "mesh axis 'x'"]:
+            self.assertIn(part, err)
+        self.assert_unchanged("rep/n", old)
+        code, _, err = self.accumulate(np.ones(12, np.int32), "rep/n",
+                                       "P('x')", "--no-check-rep")
+        self.assertEqual(code, 65, err)
+        self.assertIn("state slot 'buffer' (array 'rep/n')", err)
+        self.assert_unchanged("rep/n", old)
+
+    def test_writes_that_are_replicated_succeed(self):
+        old = np.arange(3, dtype=np.float64)
+        self.put_fresh("rep/ok", old)
+        x = RNG.standard_normal(3)
+        # The whole x on every device: every copy gets the same sum.
+        code, _, err = self.accumulate(x, "rep/ok", "P()")
+        self.assertEqual(code, 0, err)
+        self.assert_unchanged("rep/ok", old + x)
+        code, _, err = self.store(x, "rep/e", "P()", "P()")
+        self.assertEqual(code, 0, err)
+        self.assert_unchanged("rep/e", x)
+        # Split over every axis, a stored output has no copies to check.
+        y = np.arange(8, dtype=np.int64)
+        code, _, err = self.store(y, "rep/f", "P('x')", "P('x')",
+                                  "--no-check-rep")
+        self.assertEqual(code, 0, err)
+        self.assert_unchanged("rep/f", y)
 
 
 class LossAndCheckpointTest(unittest.TestCase):
