@@ -17,7 +17,7 @@ absl::StatusOr<CallRegistry::Begun> CallRegistry::Begin(
     const std::string& call_id, uint64_t request_hash, const std::string& what,
     absl::Time deadline) {
   absl::MutexLock lock(&mu_);
-  EvictLocked(absl::Now());
+  EvictLocked(options_.clock());
   for (;;) {
     auto it = calls_.find(call_id);
     if (it == calls_.end()) {
@@ -35,6 +35,7 @@ absl::StatusOr<CallRegistry::Begun> CallRegistry::Begin(
     if (!e.running) return Begun{nullptr, e.outcome};
     // The first call still runs (its client may not know yet that it lost
     // the connection): wait for its outcome.
+    if (options_.on_wait) options_.on_wait(call_id);
     if (changed_.WaitWithDeadline(&mu_, deadline) && absl::Now() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("call_id '", call_id, "' (", what,
@@ -54,7 +55,8 @@ void CallRegistry::Finish(const std::string& call_id,
   if (it == calls_.end()) return;
   Entry& e = it->second;
   e.running = false;
-  e.expires = absl::Now() + options_.keep;
+  const absl::Time now = options_.clock();
+  e.expires = now + options_.keep;
   if (bytes > options_.max_output_bytes) {
     outcome->outputs.clear();
     outcome->outputs_kept = false;
@@ -64,7 +66,7 @@ void CallRegistry::Finish(const std::string& call_id,
   output_bytes_ += bytes;
   e.outcome = std::move(outcome);
   finished_.push_back(call_id);
-  EvictLocked(absl::Now());
+  EvictLocked(now);
   changed_.SignalAll();
 }
 

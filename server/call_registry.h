@@ -17,6 +17,7 @@
 #define SHARDMAP_SERVER_CALL_REGISTRY_H_
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -37,6 +38,13 @@ class CallRegistry {
     absl::Duration keep = absl::Minutes(10);
     size_t max_calls = 10000;
     uint64_t max_output_bytes = uint64_t{256} << 20;
+    // The time outcomes expire by (tests advance a fake one). Begin's
+    // deadline is real time: it comes from the caller's RPC.
+    std::function<absl::Time()> clock = [] { return absl::Now(); };
+    // If set, called with the call_id each time a Begin starts to wait for
+    // the first call of its key, with the registry's lock held: it must not
+    // call the registry. Tests use it to act once a repeat really waits.
+    std::function<void(const std::string& call_id)> on_wait;
   };
 
   // What a finished call answered.

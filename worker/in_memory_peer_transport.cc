@@ -203,8 +203,11 @@ absl::Status InMemoryHub::Recv(int64_t to, int64_t from,
     SHARD_RETURN_IF_ERROR(AbortStatus());
     ShmPair& pair = PairOf(from, to);
     if (!pair.error.ok()) return pair.error;
-    return shm_endpoints_[to]->TakeVia(*pair.receiver, from, message, out,
-                                       nullptr);
+    ++waiting_receivers_;
+    absl::Status s = shm_endpoints_[to]->TakeVia(*pair.receiver, from, message,
+                                                 out, nullptr);
+    --waiting_receivers_;
+    return s;
   }
   const Fingerprint& expected = *message.fingerprint;
   const absl::Time deadline = absl::Now() + recv_timeout_;
@@ -239,7 +242,11 @@ absl::Status InMemoryHub::Recv(int64_t to, int64_t from,
             " for the ", Describe(from, message), " of collective '",
             expected.text, "'; it never arrived"));
       }
+      // Counted under box.mu, which Abort takes: an Abort that sees the
+      // count finds this Recv waiting, and wakes it.
+      ++waiting_receivers_;
       box.arrived.WaitWithDeadline(&box.mu, deadline);
+      --waiting_receivers_;
     }
   }
   if (letter.fingerprint_hash != expected.hash) {

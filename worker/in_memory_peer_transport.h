@@ -29,6 +29,7 @@
 #ifndef SHARDMAP_WORKER_IN_MEMORY_PEER_TRANSPORT_H_
 #define SHARDMAP_WORKER_IN_MEMORY_PEER_TRANSPORT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -75,6 +76,10 @@ class InMemoryHub {
   // disagreed on the messages to exchange.
   size_t PendingMessages() const;
 
+  // Recv calls now waiting for their message, past their first abort
+  // check. A test hook: once it counts a Recv, an Abort must release it.
+  int64_t WaitingReceivers() const { return waiting_receivers_.load(); }
+
  private:
   friend class InMemoryPeerTransport;
   struct Mailbox;
@@ -89,6 +94,7 @@ class InMemoryHub {
   const absl::Duration recv_timeout_;
   std::vector<std::unique_ptr<Mailbox>> mailboxes_;  // by receiving device
   absl::Mutex abort_mu_;  // serializes Abort; each Mailbox has its own mutex
+  std::atomic<int64_t> waiting_receivers_{0};
 
   // The shared-memory mode: channels by [from * num_devices + to], made on
   // first use, and each device's transport over them.

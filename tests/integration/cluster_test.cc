@@ -10,6 +10,7 @@
 #include "core/channel.h"
 #include "core/proto_convert.h"
 #include "tests/integration/test_cluster.h"
+#include "tests/unit/wait_until.h"
 
 namespace shardmap {
 namespace {
@@ -256,7 +257,11 @@ TEST(LostWorkerTest, JobFailsNamingTheWorkerThenThePoolShrinks) {
     EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition)
         << r.status();
   }
-  absl::SleepFor(absl::Seconds(1));
+  // Once the pool has noticed the silent worker:
+  WaitUntil([&client] {
+    auto pool = client->Status();
+    return pool.ok() && pool->workers_size() == 1;
+  });
   r = client->Run(job);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(r.status().message().find("only 1 worker is alive"),

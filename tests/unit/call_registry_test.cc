@@ -1,15 +1,79 @@
+// Tests of server/call_registry: a repeated call_id gets the first call's
+// outcome, waits for it while it runs (ordered by the registry's on_wait
+// hook, not by sleeps), and outcomes expire by an injected clock.
 #include "server/call_registry.h"
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "tests/unit/fake_clock.h"
 
 namespace shardmap {
 namespace {
 
 using Outcome = CallRegistry::Outcome;
 
-absl::Time Soon() { return absl::Now() + absl::Seconds(5); }
+// A deadline no passing test reaches, however busy the machine.
+absl::Time Soon() { return absl::Now() + absl::Minutes(1); }
+
+// A repeat of a call, run on its own thread: records when the registry
+// makes it wait (through Options::on_wait) and what its Begin returned.
+class Repeat {
+ public:
+  ~Repeat() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // Options whose on_wait reports to this.
+  CallRegistry::Options Hook() {
+    CallRegistry::Options options;
+    options.on_wait = [this](const std::string&) {
+      absl::MutexLock lock(&mu_);
+      ++waits_;
+    };
+    return options;
+  }
+  void Start(CallRegistry* calls, absl::Time deadline) {
+    thread_ = std::thread([this, calls, deadline] {
+      auto r = calls->Begin("k", 7, "job f", deadline);
+      absl::MutexLock lock(&mu_);
+      result_ = std::move(r);
+      returned_ = true;
+    });
+  }
+  // Blocks until the repeat waits or returns (bounded); true if it is
+  // waiting for the first call, i.e. has not returned.
+  bool AwaitWaiting() {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(this, &Repeat::WaitingOrReturned),
+                         absl::Minutes(1));
+    return waits_ > 0 && !returned_;
+  }
+  // Joins the thread: what Begin returned.
+  absl::StatusOr<CallRegistry::Begun> Result() {
+    thread_.join();
+    absl::MutexLock lock(&mu_);
+    return std::move(result_);
+  }
+  int waits() {
+    absl::MutexLock lock(&mu_);
+    return waits_;
+  }
+
+ private:
+  bool WaitingOrReturned() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return waits_ > 0 || returned_;
+  }
+
+  absl::Mutex mu_;
+  int waits_ ABSL_GUARDED_BY(mu_) = 0;
+  bool returned_ ABSL_GUARDED_BY(mu_) = false;
+  absl::StatusOr<CallRegistry::Begun> result_ ABSL_GUARDED_BY(mu_) =
+      absl::UnknownError("not returned");
+  std::thread thread_;
+};
 
 std::shared_ptr<Outcome> Answer(const std::string& response,
                                 std::vector<int64_t> output_bytes = {}) {
@@ -68,57 +132,76 @@ TEST(CallRegistryTest, AFailedCallReleasesItsKeySoARetryRunsAnew) {
 }
 
 TEST(CallRegistryTest, ARepeatWaitsForTheRunningCall) {
-  CallRegistry calls({});
+  Repeat repeat;
+  CallRegistry calls(repeat.Hook());
   auto first = calls.Begin("k", 7, "job f", Soon());
   ASSERT_TRUE(first.ok());
-  std::thread finisher([&] {
-    absl::SleepFor(absl::Milliseconds(200));
-    first->claim->Finish(Answer("late answer"));
-  });
-  const absl::Time start = absl::Now();
-  auto repeat = calls.Begin("k", 7, "job f", Soon());
-  finisher.join();
-  ASSERT_TRUE(repeat.ok()) << repeat.status();
-  ASSERT_NE(repeat->done, nullptr);
-  EXPECT_EQ(repeat->done->response, "late answer");
-  EXPECT_GE(absl::Now() - start, absl::Milliseconds(150));
+  repeat.Start(&calls, Soon());
+  // The first call finishes only once the repeat is blocked on it.
+  const bool waiting = repeat.AwaitWaiting();
+  first->claim->Finish(Answer("late answer"));
+  auto got = repeat.Result();
+  ASSERT_TRUE(waiting) << "the repeat did not wait for the running call";
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->claim, nullptr) << "the call must not run twice";
+  ASSERT_NE(got->done, nullptr);
+  EXPECT_EQ(got->done->response, "late answer");
 }
 
 TEST(CallRegistryTest, ARepeatTakesOverWhenTheRunningCallFails) {
-  CallRegistry calls({});
+  Repeat repeat;
+  CallRegistry calls(repeat.Hook());
   auto first = calls.Begin("k", 7, "job f", Soon());
   ASSERT_TRUE(first.ok());
-  std::thread failer([&] {
-    absl::SleepFor(absl::Milliseconds(100));
-    first->claim.reset();
-  });
-  auto repeat = calls.Begin("k", 7, "job f", Soon());
-  failer.join();
-  ASSERT_TRUE(repeat.ok()) << repeat.status();
-  EXPECT_NE(repeat->claim, nullptr) << "the repeat must run the call itself";
+  repeat.Start(&calls, Soon());
+  const bool waiting = repeat.AwaitWaiting();
+  first->claim.reset();  // the first call fails while the repeat waits
+  auto got = repeat.Result();
+  ASSERT_TRUE(waiting) << "the repeat did not wait for the running call";
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_NE(got->claim, nullptr) << "the repeat must run the call itself";
+  EXPECT_EQ(got->done, nullptr);
 }
 
 TEST(CallRegistryTest, ARepeatGivesUpAtItsDeadline) {
-  CallRegistry calls({});
+  Repeat repeat;
+  CallRegistry calls(repeat.Hook());
   auto first = calls.Begin("k", 7, "job f", Soon());
   ASSERT_TRUE(first.ok());
-  auto repeat =
-      calls.Begin("k", 7, "job f", absl::Now() + absl::Milliseconds(100));
-  ASSERT_EQ(repeat.status().code(), absl::StatusCode::kDeadlineExceeded);
-  EXPECT_NE(repeat.status().message().find("still running"), std::string::npos)
-      << repeat.status();
+  // Nothing finishes the first call: the repeat's own deadline ends it.
+  auto got = calls.Begin("k", 7, "job f", absl::Now() + absl::Milliseconds(50));
+  ASSERT_EQ(got.status().code(), absl::StatusCode::kDeadlineExceeded)
+      << got.status();
+  EXPECT_NE(got.status().message().find("still running"), std::string::npos)
+      << got.status();
+  EXPECT_GE(repeat.waits(), 1) << "the repeat gave up without waiting";
+  // The first call still holds the key and may still finish.
+  first->claim->Finish(Answer("a"));
+  auto after = calls.Begin("k", 7, "job f", Soon());
+  ASSERT_TRUE(after.ok()) << after.status();
+  ASSERT_NE(after->done, nullptr);
+  EXPECT_EQ(after->done->response, "a");
 }
 
-TEST(CallRegistryTest, OutcomesExpire) {
+TEST(CallRegistryTest, OutcomesExpireAfterKeep) {
+  FakeClock clock;
   CallRegistry::Options options;
-  options.keep = absl::Milliseconds(50);
+  options.keep = absl::Minutes(10);
+  options.clock = [&clock] { return clock.Now(); };
   CallRegistry calls(options);
   auto first = calls.Begin("k", 7, "job f", Soon());
+  ASSERT_TRUE(first.ok());
   first->claim->Finish(Answer("a"));
-  absl::SleepFor(absl::Milliseconds(100));
+  clock.Advance(absl::Minutes(10) - absl::Nanoseconds(1));
+  auto kept = calls.Begin("k", 7, "job f", Soon());
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  ASSERT_NE(kept->done, nullptr) << "the outcome is kept for `keep`";
+  EXPECT_EQ(kept->done->response, "a");
+  clock.Advance(absl::Nanoseconds(1));
   auto later = calls.Begin("k", 7, "job f", Soon());
-  ASSERT_TRUE(later.ok());
+  ASSERT_TRUE(later.ok()) << later.status();
   EXPECT_NE(later->claim, nullptr) << "an expired key is a new call";
+  EXPECT_EQ(later->done, nullptr);
 }
 
 TEST(CallRegistryTest, TheOldestGoBeyondTheCount) {

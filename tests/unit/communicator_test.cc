@@ -39,6 +39,7 @@
 #include "core/tensor.h"
 #include "tests/unit/status_matchers.h"
 #include "tests/unit/test_arrays.h"
+#include "tests/unit/wait_until.h"
 #include "worker/in_memory_peer_transport.h"
 
 namespace shardmap {
@@ -249,8 +250,9 @@ struct RunOptions {
   // On a device's first failure, abort the hub with it, so that no peer
   // waits for messages that will never come.
   bool abort_on_error = true;
-  // Called on each device's thread before its first collective.
-  std::function<void(int64_t device)> before;
+  // Called on each device's thread before its first collective, with the
+  // hub that carries the messages.
+  std::function<void(int64_t device, const InMemoryHub& hub)> before;
 };
 
 struct RunResult {
@@ -273,7 +275,7 @@ RunResult RunOnMesh(const Mesh& mesh, int num_calls, const DeviceCall& call,
     threads.emplace_back([&, d] {
       std::unique_ptr<InMemoryPeerTransport> endpoint = hub.Endpoint(d);
       Communicator comm(&mesh, d, endpoint.get(), options.comm);
-      if (options.before) options.before(d);
+      if (options.before) options.before(d, hub);
       for (int i = 0; i < num_calls; ++i) {
         absl::StatusOr<Tensor> r = call(comm, d, i);
         if (!r.ok() && options.abort_on_error) hub.Abort(r.status());
@@ -1176,8 +1178,9 @@ TEST(CommunicatorTest, AllToAllTransposesBlocks) {
 // Sequences of collectives
 
 // Collectives called back to back must not mix, even when some devices run
-// ahead: devices with x = 1 start late, so the x = 0 devices finish the
-// collectives over y and send their messages of later collectives early.
+// ahead: devices with x = 1 start only once the x = 0 devices have finished
+// the collectives over y and wait in the psum over x, having sent their
+// messages of that later collective early.
 TEST(CommunicatorTest, BackToBackCollectivesDoNotMix) {
   std::vector<Case> cases;
   auto add = [&](Op op, Axes axes, DType dtype, Shape shape) -> Case& {
@@ -1201,8 +1204,11 @@ TEST(CommunicatorTest, BackToBackCollectivesDoNotMix) {
   add(Op::kPmin, {"x", "y"}, DType::kFloat64, {});
   add(Op::kPsum, {"y"}, DType::kFloat32, {3});
   RunOptions options;
-  options.before = [](int64_t d) {
-    if (d >= 4) absl::SleepFor(absl::Milliseconds(50));
+  options.before = [](int64_t d, const InMemoryHub& hub) {
+    if (d < 4) return;
+    // Wait until devices 0-3 all wait for a message at once: with x = 1
+    // not started, that is where they get stuck.
+    WaitUntil([&hub] { return hub.WaitingReceivers() >= 4; });
   };
   for (int repeat = 0; repeat < 3; ++repeat) {
     RunAndVerify("x=2,y=4", cases, options);

@@ -11,16 +11,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "core/channel.h"
 #include "tests/unit/status_matchers.h"
+#include "tests/unit/wait_until.h"
 #include "worker/shm_network.h"
 #include "worker/shm_receiver.h"
 #include "worker/shm_ring.h"
@@ -226,22 +229,29 @@ TEST(ShmChannelTest, WaitsAreBoundedAndAbortable) {
                        absl::StatusCode::kDeadlineExceeded, {"the sender"}));
   EXPECT_LT(absl::Now() - start, absl::Seconds(1));
 
+  // The abort check is polled by the waiting Take itself: its first poll
+  // tells the test that the Take waits (and finds no abort yet), so the
+  // abort comes while it waits, never before.
   std::atomic<bool> abort{false};
+  absl::Notification polled;
   auto aborted = [&] {
-    return abort ? absl::CancelledError("job 12 cancelled") : absl::OkStatus();
+    const bool now = abort.load();
+    if (!polled.HasBeenNotified()) polled.Notify();  // one waiter calls this
+    return now ? absl::CancelledError("job 12 cancelled") : absl::OkStatus();
   };
   absl::Status blocked;
-  start = absl::Now();
   std::thread waiter([&] {
     blocked = c.receiver->Take(Key(0, 0), fp, absl::MakeSpan(out),
                                In(absl::Seconds(30)), aborted);
   });
-  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_TRUE(polled.WaitForNotificationWithTimeout(absl::Seconds(30)));
   abort = true;
+  start = absl::Now();
   waiter.join();
   EXPECT_TRUE(
       StatusIs(blocked, absl::StatusCode::kCancelled, {"job 12 cancelled"}));
-  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
+  // Seen within a wait slice or so, not at the Take's own deadline.
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
 
   // A second taker of the same channel waits for the first, also bounded.
   absl::Status first, second;
@@ -289,9 +299,13 @@ TEST(ShmChannelTest, DeadPeerProcessIsUnavailable) {
     auto reader = ShmRing::Attach(name, nonce, 64 << 10);
     ASSERT_TRUE(reader.ok()) << reader.status();
     (*reader)->Unlink();
+    const ShmRing* ring = reader->get();
     ShmReceiver receiver(*std::move(reader), "worker child");
     (void)!write(ready[1], "r", 1);
-    absl::SleepFor(absl::Milliseconds(100));
+    // Kill the child once its message has started to arrive (nothing reads
+    // the ring meanwhile).
+    EXPECT_TRUE(WaitUntil([ring] { return ring->Readable() > 0; }))
+        << "the child wrote nothing";
     kill(child, SIGKILL);
     waitpid(child, nullptr, 0);
     Bytes out(1 << 20);

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
-#include <atomic>
 #include <initializer_list>
 #include <set>
 #include <string>
@@ -18,23 +17,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "core/signature.h"
+#include "tests/unit/fake_clock.h"
 #include "tests/unit/status_matchers.h"
 
 namespace shardmap {
 namespace {
-
-// A clock the test advances by hand. Reads are atomic so the concurrent
-// test may share it.
-class FakeClock {
- public:
-  absl::Time Now() const {
-    return absl::UnixEpoch() + absl::Nanoseconds(ns_.load());
-  }
-  void Advance(absl::Duration d) { ns_ += absl::ToInt64Nanoseconds(d); }
-
- private:
-  std::atomic<int64_t> ns_{1'000'000'000'000};
-};
 
 class WorkerPoolTest : public ::testing::Test {
  protected:
