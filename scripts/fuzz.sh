@@ -4,14 +4,14 @@
 # from its seeds in fuzz/corpus/<target>/. New inputs go to
 # build-fuzz/corpus/<target>/; a crash leaves its input in
 # build-fuzz/crashes/ and fails the script (turn it into a unit test).
-# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (targets: spec_mesh npy job_spec)
+# Usage: scripts/fuzz.sh [SECONDS] [TARGET...]   (targets: spec_mesh npy job_spec manifest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 seconds=${1:-15}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(spec_mesh npy job_spec)
+((${#targets[@]})) || targets=(spec_mesh npy job_spec manifest)
 
 launcher=()
 if command -v ccache >/dev/null; then

@@ -5,29 +5,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/array_name.h"
 
 namespace shardmap {
 
 absl::Status ResidentIndex::ValidateName(const std::string& name) {
-  if (name.empty()) {
-    return absl::InvalidArgumentError("a resident array needs a name");
-  }
-  for (absl::string_view part : absl::StrSplit(name, '/')) {
-    if (part.empty() || part == "." || part == "..") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "resident array name '", name,
-          "' must be a path of non-empty segments separated by '/'"));
-    }
-    for (char c : part) {
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' &&
-          c != '-' && c != '.') {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "resident array name '", name, "' has the character '",
-            std::string(1, c), "'; use letters, digits, '_', '-', '.', '/'"));
-      }
-    }
-  }
-  return absl::OkStatus();
+  return ValidateArrayName(name);
 }
 
 std::string ResidentIndex::LostHolder(const ResidentArray& a) const {
