@@ -279,10 +279,11 @@ class StateDirTest(Base):
     """Scenario 36: writes to the state directory are checked; one bad
     array costs that array only."""
 
-    def start_worker(self, c, state_dir, preexec_fn=None, log=None):
+    def start_worker(self, c, state_dir, preexec_fn=None, log=None,
+                     listen="127.0.0.1:0"):
         proc = subprocess.Popen(
             [f"{harness.BIN}/shardmap-worker", "--coordinator", c.address,
-             "--listen", "127.0.0.1:0", "--state-dir", state_dir],
+             "--listen", listen, "--state-dir", state_dir],
             stdout=subprocess.PIPE, stderr=log or subprocess.DEVNULL,
             text=True, preexec_fn=preexec_fn)
         address = proc.stdout.readline().strip().rsplit(" ", 1)[-1]
@@ -318,6 +319,13 @@ class StateDirTest(Base):
             names = os.listdir(os.path.join(d, "arrays", "w"))
             self.assertFalse([n for n in names if ".tmp." in n], names)
 
+    def restart(self, c, worker, state_dir, log=None):
+        """Kills `worker` and starts it again on its state directory, at
+        its address: the pool takes it as the same worker, back."""
+        address = worker.address
+        c.kill_worker(worker)
+        self.start_worker(c, state_dir, log=log, listen=address)
+
     def test_a_worker_with_one_truncated_block_serves_the_rest(self):
         c = self.cluster(0)
         state = [self.path("state0"), self.path("state1")]
@@ -327,7 +335,9 @@ class StateDirTest(Base):
         a, b = RNG.standard_normal((8, 4)), RNG.standard_normal((6, 2))
         self.assertEqual(self.put(c, "d/a", a)[0], 0)
         self.assertEqual(self.put(c, "d/b", b)[0], 0)
-        c.kill_worker(c.workers[1])
+        worker = c.workers[1]
+        worker.proc.kill()
+        worker.proc.wait()
         adir = os.path.join(state[1], "arrays", "d%2Fa")
         data = [n for n in os.listdir(adir) if n.endswith(".npy")]
         self.assertEqual(len(data), 1, data)
@@ -335,7 +345,7 @@ class StateDirTest(Base):
             f.truncate(100)
         log_path = self.path("worker1.log")
         with open(log_path, "w") as log:
-            self.start_worker(c, state[1], log=log)
+            self.restart(c, worker, state[1], log=log)
             c.wait_for_workers(2)
         code, got, err = self.get(c, "d/b")
         self.assertEqual(code, 0, err)
@@ -355,9 +365,11 @@ class StateDirTest(Base):
         self.assertEqual(self.put(c, "m/a", np.ones(4), "x=1", "P()")[0], 0)
         self.assertEqual(self.put(c, "m/b", np.arange(4.0), "x=1", "P()")[0],
                          0)
-        c.kill_worker(c.workers[0])
+        worker = c.workers[0]
+        worker.proc.kill()
+        worker.proc.wait()
         open(os.path.join(d, "arrays", "m%2Fa", "current.json"), "w").close()
-        self.start_worker(c, d)
+        self.restart(c, worker, d)
         c.wait_for_workers(1)
         code, got, err = self.get(c, "m/b")
         self.assertEqual(code, 0, err)
