@@ -1,6 +1,7 @@
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -41,6 +42,43 @@ absl::Status FileError(absl::string_view what, absl::string_view path,
     return absl::ResourceExhaustedError(message);
   }
   return absl::InternalError(message);
+}
+
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
+                                          uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ENOENT) {
+    return absl::NotFoundError(absl::StrCat(path, " does not exist"));
+  }
+  if (fd < 0) return FileError("open", path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return FileError("inspect", path, err);
+  }
+  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        S_ISREG(st.st_mode)
+            ? absl::StrCat(path, " is ", st.st_size, " bytes; at most ",
+                           max_bytes, " are read")
+            : absl::StrCat(path, " is not a regular file"));
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      return FileError("read", path, err);
+    }
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return text;
 }
 
 absl::Status SyncDirectory(const std::string& dir) {

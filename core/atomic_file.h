@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
@@ -24,6 +25,12 @@ namespace shardmap {
 // quota or a file size limit (ENOSPC, EDQUOT, EFBIG), INTERNAL otherwise.
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::Span<const absl::string_view> pieces);
+
+// Reads the regular file `path` (not through a symbolic link) whole.
+// NOT_FOUND if it does not exist; INVALID_ARGUMENT if it is not a regular
+// file or is larger than `max_bytes`; read errors as above.
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
+                                          uint64_t max_bytes);
 
 // fsync()s directory `dir`, so entries created or renamed in it persist.
 // Errors as above.

@@ -1,7 +1,6 @@
 #include "server/checkpoint.h"
 
 #include <filesystem>
-#include <fstream>
 #include <random>
 #include <set>
 
@@ -39,23 +38,17 @@ absl::Status Refuse(const fs::path& dir, absl::string_view why) {
 
 // Reads a manifest (bounded), NOT_FOUND if there is none.
 absl::StatusOr<std::string> ReadManifest(const fs::path& file) {
-  std::error_code ec;
-  if (!fs::is_regular_file(file, ec)) {
+  absl::StatusOr<std::string> text =
+      ReadSmallFile(file.string(), kMaxManifestBytes);
+  if (absl::IsNotFound(text.status())) {
     return absl::NotFoundError(
         absl::StrCat("no checkpoint at ", file.parent_path().string(), " (",
                      file.filename().string(), " is missing)"));
   }
-  const uintmax_t size = fs::file_size(file, ec);
-  if (ec) return FsError("read", file, ec);
-  if (size > kMaxManifestBytes) {
+  if (absl::IsInvalidArgument(text.status())) {
     return absl::DataLossError(
-        absl::StrCat("checkpoint manifest ", file.string(), " is ", size,
-                     " bytes; at most ", kMaxManifestBytes));
+        absl::StrCat("checkpoint manifest ", text.status().message()));
   }
-  std::ifstream in(file, std::ios::binary);
-  std::string text((std::istreambuf_iterator<char>(in)),
-                   std::istreambuf_iterator<char>());
-  if (in.bad()) return FileError("read", file.string(), EIO);
   return text;
 }
 

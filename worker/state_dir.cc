@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -50,13 +49,6 @@ absl::Status WriteBlock(const std::string& path, const Tensor& t) {
   return WriteFileAtomically(
       path, {header, absl::string_view(reinterpret_cast<const char*>(t.data()),
                                        t.num_bytes())});
-}
-
-std::optional<std::string> ReadSmallFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  return std::string((std::istreambuf_iterator<char>(in)),
-                     std::istreambuf_iterator<char>());
 }
 
 // One name's persist, for undoing it.
@@ -140,7 +132,9 @@ absl::Status StateDir::Persist(
     Step& step = steps[i];
     const ResidentBlock& b = *step.block;
     const std::string meta = absl::StrCat(step.dir, "/", kMeta);
-    step.old_meta = ReadSmallFile(meta);
+    if (auto old = ReadSmallFile(meta, kMaxMetaBytes); old.ok()) {
+      step.old_meta = *std::move(old);
+    }
     const json doc = {{"name", blocks[i].first},
                       {"version", b.version},
                       {"device", b.device},
@@ -213,17 +207,10 @@ void StateDir::Load(std::vector<Loaded>* loaded, std::vector<Bad>* bad) const {
     auto reject = [&](const fs::path& path, const std::string& reason) {
       bad->push_back({name, path.string(), reason});
     };
-    const uintmax_t size = fs::file_size(meta, ec);
-    if (ec || size == 0 || size > kMaxMetaBytes) {
-      reject(meta, ec ? ec.message()
-                      : absl::StrCat("metadata is ",
-                                     size == 0 ? "empty" : "too large"));
-      continue;
-    }
-    const std::optional<std::string> text = ReadSmallFile(meta);
-    absl::StatusOr<json> doc = text.has_value()
-                                   ? ParseBoundedJson(*text, 4)
-                                   : absl::InternalError("cannot be read");
+    absl::StatusOr<std::string> text = ReadSmallFile(meta, kMaxMetaBytes);
+    if (text.ok() && text->empty()) text = absl::DataLossError("is empty");
+    absl::StatusOr<json> doc =
+        text.ok() ? ParseBoundedJson(*text, 4) : text.status();
     if (!doc.ok()) {
       reject(meta, std::string(doc.status().message()));
       continue;

@@ -63,7 +63,7 @@ TEST(ArrayNameTest, ShowsBadCharactersEscaped) {
                        {"'a\\nb'", "the character '\\n'"}));
   EXPECT_TRUE(StatusIs(ValidateArrayName(std::string("a\0b", 3)),
                        absl::StatusCode::kInvalidArgument,
-                       {"the character '\\000'"}));
+                       {"the character '\\x00'"}));
   EXPECT_TRUE(StatusIs(ValidateArrayName("p%2F", "checkpoint block file"),
                        absl::StatusCode::kInvalidArgument,
                        {"checkpoint block file 'p%2F'", "'%'"}));

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "tests/unit/status_matchers.h"
+#include "tests/unit/temp_dir.h"
 
 namespace shardmap {
 namespace {
@@ -24,16 +25,6 @@ namespace fs = std::filesystem;
 
 class AtomicFileTest : public ::testing::Test {
  protected:
-  AtomicFileTest() {
-    std::string tmpl =
-        (fs::temp_directory_path() / "atomic_file_test.XXXXXX").string();
-    EXPECT_NE(mkdtemp(tmpl.data()), nullptr) << std::strerror(errno);
-    dir_ = tmpl;
-  }
-  ~AtomicFileTest() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
   std::string Read(const std::string& path) {
     std::ifstream in(path, std::ios::binary);
     return std::string((std::istreambuf_iterator<char>(in)),
@@ -47,7 +38,8 @@ class AtomicFileTest : public ::testing::Test {
     }
     return n;
   }
-  std::string dir_;
+  TempDir tmp_{"atomic_file_test"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(AtomicFileTest, WritesThePiecesAndReplaces) {

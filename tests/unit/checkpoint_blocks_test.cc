@@ -15,6 +15,7 @@
 #include "core/npy.h"
 #include "core/proto_convert.h"
 #include "tests/unit/status_matchers.h"
+#include "tests/unit/temp_dir.h"
 
 namespace shardmap {
 namespace {
@@ -24,20 +25,12 @@ namespace fs = std::filesystem;
 class CheckpointBlocksTest : public ::testing::Test {
  protected:
   CheckpointBlocksTest() {
-    std::string tmpl =
-        (fs::temp_directory_path() / "checkpoint_blocks_test.XXXXXX").string();
-    EXPECT_NE(mkdtemp(tmpl.data()), nullptr) << std::strerror(errno);
-    dir_ = tmpl;
     Tensor t(DType::kFloat32, {4});
     for (int i = 0; i < 4; ++i) t.data_as<float>()[i] = 1.5f * i;
     block_.version = 3;
     block_.box = Box{{0}, {4}};
     block_.data = std::make_shared<const Tensor>(std::move(t));
     EXPECT_TRUE(store_.Put("w", block_).ok());
-  }
-  ~CheckpointBlocksTest() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
   }
   v1::SaveBlockRequest Save(const std::string& file) {
     v1::SaveBlockRequest r;
@@ -58,7 +51,8 @@ class CheckpointBlocksTest : public ::testing::Test {
     *r.mutable_header() = HeaderToProto(DType::kFloat32, {4});
     return r;
   }
-  std::string dir_;
+  TempDir tmp_{"checkpoint_blocks_test"};
+  const std::string dir_ = tmp_.path();
   ResidentStore store_;
   ResidentStore::Block block_;
 };

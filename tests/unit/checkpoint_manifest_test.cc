@@ -122,12 +122,14 @@ TEST(CheckpointManifestTest, RefusesBadNames) {
   ExpectRefused(j, {"arrays[1].name: 'model/w' repeats"});
 }
 
+// One field set to `value`, and what the error must say.
+struct Case {
+  const char* field;
+  json value;
+  const char* expect;
+};
+
 TEST(CheckpointManifestTest, RefusesBadArrayFields) {
-  struct Case {
-    const char* field;
-    json value;
-    const char* expect;
-  };
   for (const Case& c : std::vector<Case>{
            {"dtype", "complex128", "arrays[0].dtype:"},
            {"dtype", nullptr, "arrays[0].dtype: must be a string"},
@@ -154,11 +156,6 @@ TEST(CheckpointManifestTest, RefusesBadArrayFields) {
 }
 
 TEST(CheckpointManifestTest, RefusesBadBlocks) {
-  struct Case {
-    const char* field;
-    json value;
-    const char* expect;
-  };
   for (const Case& c : std::vector<Case>{
            {"block", 2, "arrays[0].blocks[1].block: 2 is not a block"},
            {"block", -1, "arrays[0].blocks[1].block: -1 is not a block"},
