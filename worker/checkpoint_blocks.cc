@@ -128,6 +128,7 @@ absl::Status LoadCheckpointBlock(ResidentStore& store,
   b.version = r.version();
   b.device = r.device();
   b.box = Box{layout.BlockOrigin(r.device()), t.shape()};
+  b.layout = ResidentStore::ArrayLayout{meta, mesh, SpecFromProto(r.spec())};
   b.data = std::make_shared<const Tensor>(std::move(t));
   return store.Put(r.name(), std::move(b));
 }

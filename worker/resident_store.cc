@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "core/array_name.h"
 
@@ -131,5 +134,53 @@ uint64_t ResidentStore::Bytes() const {
   }
   return total;
 }
+
+// --- What the worker reports when it (re-)registers ---
+
+std::vector<std::pair<std::string, ResidentStore::Block>>
+ResidentStore::AllVersions() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<std::string, Block>> out;
+  for (const auto& [name, versions] : blocks_) {
+    for (const Block& b : versions) out.emplace_back(name, b);
+  }
+  return out;
+}
+
+void ResidentStore::DropVersion(const std::string& name, uint64_t version) {
+  absl::MutexLock writing(&disk_mu_);
+  std::optional<Block> stays;  // the version the disk keeps instead
+  bool none_left = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = blocks_.find(name);
+    if (it == blocks_.end()) return;
+    std::deque<Block>& versions = it->second;
+    const bool newest = !versions.empty() && versions.back().version == version;
+    versions.erase(std::remove_if(versions.begin(), versions.end(),
+                                  [version](const Block& b) {
+                                    return b.version == version;
+                                  }),
+                   versions.end());
+    none_left = versions.empty();
+    if (none_left) {
+      blocks_.erase(it);
+    } else if (newest) {
+      stays = versions.back();
+    }
+  }
+  if (!disk_.has_value()) return;
+  absl::Status s = absl::OkStatus();
+  if (none_left) {
+    s = disk_->Remove(name);
+  } else if (stays.has_value()) {
+    s = disk_->Persist({{name, &*stays}});
+  }
+  if (!s.ok()) {
+    spdlog::error("state dir: dropping '{}' version {}: {}", name, version,
+                  std::string(s.message()));
+  }
+}
+// --- end of what the worker reports ---
 
 }  // namespace shardmap

@@ -33,6 +33,7 @@ namespace shardmap {
 class ResidentStore {
  public:
   using Block = ResidentBlock;
+  using ArrayLayout = ResidentArrayLayout;
   using BadArray = StateDir::Bad;
 
   // Without a directory, blocks live in memory only. With one, every
@@ -70,6 +71,15 @@ class ResidentStore {
   // Forgets `name` and removes its files; the error names a file that
   // could not be removed (the block is forgotten in memory anyway).
   absl::Status Drop(const std::string& name);
+
+  // --- What the worker reports when it (re-)registers ---
+  // Every (name, block) held, every version kept (oldest first per name).
+  std::vector<std::pair<std::string, Block>> AllVersions() const;
+  // Drops `version` of `name`, in memory and in the directory; another
+  // version of it kept stays (and becomes the one on disk). Does nothing
+  // if it is not held. A file that cannot be changed is logged.
+  void DropVersion(const std::string& name, uint64_t version);
+  // --- end of what the worker reports ---
 
  private:
   // Persists then stores `blocks`.

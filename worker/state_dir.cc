@@ -15,6 +15,7 @@
 #include "core/array_name.h"
 #include "core/atomic_file.h"
 #include "core/bounded_json.h"
+#include "core/dtype.h"
 #include "core/npy.h"
 
 namespace shardmap {
@@ -49,6 +50,34 @@ absl::Status WriteBlock(const std::string& path, const Tensor& t) {
   return WriteFileAtomically(
       path, {header, absl::string_view(reinterpret_cast<const char*>(t.data()),
                                        t.num_bytes())});
+}
+
+// The block's array layout in its metadata, if known.
+void WriteLayout(const ResidentBlock& b, json* meta) {
+  if (!b.layout.has_value()) return;
+  (*meta)["dtype"] = DTypeName(b.layout->meta.dtype);
+  (*meta)["shape"] = b.layout->meta.shape;
+  (*meta)["mesh"] = b.layout->mesh.ToString();
+  (*meta)["spec"] = b.layout->spec.ToString();
+}
+
+// Reads what WriteLayout wrote; metadata without it (or with a layout
+// that does not parse) leaves the block's layout unknown.
+void ReadLayout(const json& meta, ResidentBlock* b) {
+  if (!meta.contains("mesh") || !meta.contains("spec") ||
+      !meta.contains("dtype") || !meta.contains("shape")) {
+    return;
+  }
+  try {
+    auto dtype = ParseDType(meta.at("dtype").get<std::string>());
+    auto mesh = Mesh::Parse(meta.at("mesh").get<std::string>());
+    auto spec = PartitionSpec::Parse(meta.at("spec").get<std::string>());
+    if (!dtype.ok() || !mesh.ok() || !spec.ok()) return;
+    b->layout = ResidentArrayLayout{
+        ArrayMeta{*dtype, meta.at("shape").get<Shape>()}, *mesh, *spec};
+  } catch (const json::exception&) {
+    b->layout.reset();
+  }
 }
 
 // One name's persist, for undoing it.
@@ -135,11 +164,12 @@ absl::Status StateDir::Persist(
     if (auto old = ReadSmallFile(meta, kMaxMetaBytes); old.ok()) {
       step.old_meta = *std::move(old);
     }
-    const json doc = {{"name", blocks[i].first},
-                      {"version", b.version},
-                      {"device", b.device},
-                      {"origin", b.box.origin},
-                      {"file", DataFile(b.version)}};
+    json doc = {{"name", blocks[i].first},
+                {"version", b.version},
+                {"device", b.device},
+                {"origin", b.box.origin},
+                {"file", DataFile(b.version)}};
+    WriteLayout(b, &doc);
     absl::Status s = WriteFileAtomically(meta, {doc.dump()});
     if (!s.ok()) return fail(s);
     step.meta_written = true;
@@ -260,6 +290,7 @@ void StateDir::Load(std::vector<Loaded>* loaded, std::vector<Bad>* bad) const {
       continue;
     }
     l.name = name;
+    ReadLayout(*doc, &l.block);
     l.block.box.shape = t->shape();
     l.block.data = std::make_shared<const Tensor>(*std::move(t));
     loaded->push_back(std::move(l));

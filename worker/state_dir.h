@@ -2,7 +2,8 @@
 // a restarted worker serves them again.
 //
 // Layout: <root>/arrays/<dir>/current.json names the array, its version,
-// device and origin; <root>/arrays/<dir>/v<version>.npy holds the data.
+// device and origin (and the array's dtype, shape, mesh and spec when
+// known); <root>/arrays/<dir>/v<version>.npy holds the data.
 // <dir> is the array name with '/' and '%' escaped (%2F, %25), cut into
 // pieces of at most 200 bytes (a directory level each, every level after
 // the first starting "%+"), so every name has its own directory, no file
@@ -15,15 +16,26 @@
 #define SHARDMAP_WORKER_STATE_DIR_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "core/box_copy.h"
+#include "core/mesh.h"
+#include "core/partition_spec.h"
+#include "core/proto_convert.h"
 #include "core/tensor.h"
 
 namespace shardmap {
+
+// The whole array a block belongs to, as the coordinator wrote it.
+struct ResidentArrayLayout {
+  ArrayMeta meta;  // dtype and whole shape
+  Mesh mesh;
+  PartitionSpec spec;
+};
 
 // One block of a resident array, as a worker holds it.
 struct ResidentBlock {
@@ -31,6 +43,8 @@ struct ResidentBlock {
   int64_t device = 0;                  // the array's device it belongs to
   Box box;                             // where it sits in the array
   std::shared_ptr<const Tensor> data;  // shape == box.shape
+  // Unknown for blocks a previous run kept without it.
+  std::optional<ResidentArrayLayout> layout;
 };
 
 class StateDir {

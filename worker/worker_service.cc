@@ -316,6 +316,8 @@ absl::Status WorkerService::StageWrites(const v1::ShardJob& header,
     b.version = version;
     b.device = device;
     b.box = Box{layout.BlockOrigin(device), block.shape()};
+    b.layout = ResidentStore::ArrayLayout{
+        ArrayMeta{block.dtype(), layout.global_shape()}, mesh, s};
     b.data = std::make_shared<const Tensor>(std::move(block));
     store_->Stage(header.job_id(), name, std::move(b));
     return absl::OkStatus();

@@ -510,5 +510,45 @@ TEST_F(ResidentStoreDirTest, AFailedMetadataWriteSwitchesBack) {
   EXPECT_FALSE(fs::exists(fs::path(dir_) / "arrays" / "a" / "v2.npy"));
 }
 
+TEST_F(ResidentStoreDirTest, LayoutAndDroppedVersionsSurviveARestart) {
+  ResidentStore::Block v1 = MakeBlock(1, 0, {0}, {4}, 1);
+  ResidentStore::Block v2 = MakeBlock(2, 0, {0}, {4}, 2);
+  v2.layout = ResidentStore::ArrayLayout{ArrayMeta{DType::kFloat32, {8}},
+                                         *Mesh::Parse("x=2"),
+                                         *PartitionSpec::Parse("P('x')")};
+  {
+    ResidentStore store(dir_);
+    ASSERT_TRUE(store.Put("p", v1).ok());
+    ASSERT_TRUE(store.Put("p", v2).ok());
+    EXPECT_EQ(store.AllVersions().size(), 2u);
+  }
+  {
+    int loaded = -1;
+    auto store = Reopen(&loaded);
+    absl::StatusOr<ResidentStore::Block> got = store->Find("p", 2);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(got->layout.has_value());
+    EXPECT_EQ(got->layout->meta.shape, (Shape{8}));
+    EXPECT_EQ(got->layout->mesh.ToString(), "x=2");
+    EXPECT_EQ(got->layout->spec.ToString(), "P('x',)");
+  }
+  {
+    // Dropping the newest of two versions leaves the older on disk;
+    // dropping the only one removes the array's files.
+    ResidentStore store(dir_);
+    ASSERT_TRUE(store.LoadDirectory().ok());
+    ASSERT_TRUE(store.Put("q", v1).ok());
+    ASSERT_TRUE(store.Put("q", v2).ok());
+    store.DropVersion("q", 2);
+    EXPECT_TRUE(Has(store, "q", 1));
+    store.DropVersion("p", 2);
+  }
+  int loaded = -1;
+  auto store = Reopen(&loaded);
+  EXPECT_EQ(loaded, 1);
+  EXPECT_TRUE(Has(*store, "q", 1));
+  EXPECT_FALSE(Has(*store, "p", 2));
+}
+
 }  // namespace
 }  // namespace shardmap
