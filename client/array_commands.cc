@@ -20,7 +20,9 @@
 #include "client/output_file.h"
 #include "client/shard_client.h"
 #include "client/tree_rules.h"
+#include "core/array_name.h"
 #include "core/block_math.h"
+#include "core/error_reason.h"
 #include "core/npy.h"
 #include "core/npz.h"
 #include "core/proto_convert.h"
@@ -330,6 +332,10 @@ absl::StatusOr<std::vector<TreeItem>> PlanTree(
     TreeItem item;
     item.key = key;
     item.name = prefix.empty() ? key : absl::StrCat(prefix, "/", key);
+    // The coordinator would refuse it, after the arrays before it are put.
+    if (absl::Status s = ValidateArrayName(item.name); !s.ok()) {
+      return Annotate(s, f.file);
+    }
     item.rule = *rule;
     if (auto layout = BlockLayout::Create(
             mesh, rules[*rule].spec, array.shape(),
@@ -471,9 +477,19 @@ int CheckpointCommand(const CheckpointFlags& f, CheckpointCall call,
   if (!infos.ok()) {
     const bool missing = verb == "restored" &&
                          infos.status().code() == absl::StatusCode::kNotFound;
-    return ReportError(
-        infos.status(),
-        missing ? kExitNoInput : ExitCodeForStatus(infos.status()), f.json);
+    // A damaged or edited checkpoint is bad input data.
+    const bool damaged = verb == "restored" &&
+                         infos.status().code() == absl::StatusCode::kDataLoss;
+    // A DIR save will not replace: like an output file that cannot be
+    // created.
+    const bool refused =
+        ReasonOf(infos.status()) == kReasonCheckpointDirRefused;
+    return ReportError(infos.status(),
+                       missing   ? kExitNoInput
+                       : damaged ? kExitDataErr
+                       : refused ? kExitCantCreate
+                                 : ExitCodeForStatus(infos.status()),
+                       f.json);
   }
   std::sort(infos->begin(), infos->end(),
             [](const auto& a, const auto& b) { return a.name() < b.name(); });

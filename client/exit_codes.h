@@ -3,13 +3,15 @@
 //   0  ok
 //   64 usage: bad flags, malformed spec/mesh/kwargs text, unknown function
 //   65 bad input data: malformed .npy, or a job the coordinator rejected as
-//      invalid (shapes, specs, dtypes)
+//      invalid (shapes, specs, dtypes); `restore` of a damaged or edited
+//      checkpoint (DATA_LOSS)
 //   66 an input file does not exist
 //   69 unavailable: coordinator unreachable, not enough live workers, a
 //      worker was lost
 //   70 internal error
 //   73 cannot create an output file; a repeated call_id whose outputs the
-//      coordinator no longer keeps (ALREADY_EXISTS)
+//      coordinator no longer keeps (ALREADY_EXISTS); `save DIR` onto a DIR
+//      that is neither empty nor a checkpoint (kReasonCheckpointDirRefused)
 //   75 temporary failure: deadline exceeded, resources exhausted; retry
 //      (but 69 for a state-changing call without a call_id whose outcome is
 //      unknown: ShardClient::NotSafeToRetry)

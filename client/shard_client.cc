@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/channel.h"
 #include "core/chunking.h"
+#include "core/error_reason.h"
 #include "core/proto_convert.h"
 #include "core/status_util.h"
 #include "core/trace_context.h"
@@ -364,7 +365,16 @@ absl::StatusOr<std::vector<v1::ResidentInfo>> ShardClient::Checkpoint(
   grpc::Status s = restore
                        ? stub_->RestoreCheckpoint(&context, request, &response)
                        : stub_->SaveCheckpoint(&context, request, &response);
-  if (!s.ok()) return FromGrpcStatus(s);
+  if (!s.ok()) {
+    absl::Status status = FromGrpcStatus(s);
+    const auto& trailers = context.GetServerTrailingMetadata();
+    auto reason = trailers.find(kErrorReasonKey);
+    if (reason != trailers.end()) {
+      status = WithReason(status, absl::string_view(reason->second.data(),
+                                                    reason->second.size()));
+    }
+    return status;
+  }
   return std::vector<v1::ResidentInfo>(response.arrays().begin(),
                                        response.arrays().end());
 }

@@ -1,14 +1,16 @@
 #include "server/checkpoint.h"
 
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <nlohmann/json.hpp>
 #include <random>
+#include <set>
 
 #include "absl/strings/str_cat.h"
+#include "core/atomic_file.h"
 #include "core/block_math.h"
+#include "core/error_reason.h"
+#include "core/proto_convert.h"
 #include "core/status_util.h"
+#include "server/checkpoint_manifest.h"
 
 namespace shardmap {
 namespace {
@@ -18,6 +20,86 @@ namespace fs = std::filesystem;
 std::string RandomSuffix() {
   std::random_device rd;
   return absl::StrCat(rd() % 1000000);
+}
+
+absl::Status FsError(absl::string_view what, const fs::path& path,
+                     const std::error_code& ec) {
+  return FileError(what, path.string(), ec.value());
+}
+
+absl::Status Refuse(const fs::path& dir, absl::string_view why) {
+  return WithReason(
+      absl::FailedPreconditionError(absl::StrCat(
+          "refusing to save into ", dir.string(), ": it ", why,
+          "; give a new or empty directory, or an earlier checkpoint to "
+          "replace")),
+      kReasonCheckpointDirRefused);
+}
+
+// Reads a manifest (bounded), NOT_FOUND if there is none.
+absl::StatusOr<std::string> ReadManifest(const fs::path& file) {
+  absl::StatusOr<std::string> text =
+      ReadSmallFile(file.string(), kMaxManifestBytes);
+  if (absl::IsNotFound(text.status())) {
+    return absl::NotFoundError(
+        absl::StrCat("no checkpoint at ", file.parent_path().string(), " (",
+                     file.filename().string(), " is missing)"));
+  }
+  if (absl::IsInvalidArgument(text.status())) {
+    return absl::DataLossError(
+        absl::StrCat("checkpoint manifest ", text.status().message()));
+  }
+  return text;
+}
+
+// OK if `dir` may be replaced by a new checkpoint: it does not exist, or
+// is an empty directory, or is a checkpoint (a manifest shardmap wrote
+// and nothing but a checkpoint's entries). FAILED_PRECONDITION otherwise.
+absl::Status CheckReplaceable(const fs::path& dir) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(dir, ec);
+  if (!fs::exists(st)) return absl::OkStatus();
+  if (fs::is_symlink(st)) return Refuse(dir, "is a symbolic link");
+  if (!fs::is_directory(st)) return Refuse(dir, "is not a directory");
+  static const std::set<std::string> kEntries = {"manifest.json", "arrays",
+                                                 "blocks"};
+  bool empty = true;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    empty = false;
+    if (kEntries.count(entry.path().filename().string()) == 0) {
+      return Refuse(dir,
+                    absl::StrCat("holds ", entry.path().filename().string(),
+                                 ", which is not part of a checkpoint"));
+    }
+  }
+  if (ec) return FsError("list", dir, ec);
+  if (empty) return absl::OkStatus();
+  auto text = ReadManifest(dir / "manifest.json");
+  if (!text.ok() || !IsCheckpointManifest(*text)) {
+    return Refuse(dir, "is not a shardmap checkpoint (no readable manifest)");
+  }
+  return absl::OkStatus();
+}
+
+// Moves the finished checkpoint `tmp` to `dir`, replacing what CheckReplaceable
+// allowed. A crash leaves either the old or the new one whole.
+absl::Status Publish(const fs::path& tmp, const fs::path& dir) {
+  std::error_code ec;
+  const fs::path old = dir.string() + ".old-" + RandomSuffix();
+  const bool had_old = fs::exists(fs::symlink_status(dir, ec));
+  if (had_old) {
+    fs::rename(dir, old, ec);
+    if (ec) return FsError("move aside", dir, ec);
+  }
+  fs::rename(tmp, dir, ec);
+  if (ec) {
+    absl::Status s = FsError("rename into place", tmp, ec);
+    if (had_old) fs::rename(old, dir, ec);  // put the old one back
+    return s;
+  }
+  SHARD_RETURN_IF_ERROR(SyncDirectory(dir.parent_path().string()));
+  if (had_old) fs::remove_all(old, ec);
+  return absl::OkStatus();
 }
 
 // The device whose block stands for each distinct block of `a`.
@@ -30,10 +112,34 @@ std::map<int64_t, int64_t> Representatives(const ResidentArray& a,
   return rep;
 }
 
-absl::Status FileError(const std::string& what, const fs::path& path,
-                       const std::error_code& ec) {
-  return absl::InternalError(
-      absl::StrCat("cannot ", what, " ", path.string(), ": ", ec.message()));
+absl::StatusOr<std::vector<ResidentArray>> WriteBlocks(
+    const fs::path& tmp, const ResidentIndex& index, WorkerCalls& calls,
+    CheckpointManifest* manifest) {
+  std::vector<ResidentArray> saved;
+  for (const ResidentArray& a : index.All()) {
+    SHARD_RETURN_IF_ERROR(index.Find(a.name).status());  // refuses lost ones
+    SHARD_ASSIGN_OR_RETURN(
+        BlockLayout layout,
+        BlockLayout::Create(a.mesh, a.spec, a.meta.shape, "its spec", a.name));
+    CheckpointArray entry{a.name, a.meta, a.mesh, a.spec, {}, {}};
+    const size_t position = manifest->arrays.size();
+    for (const auto& [block, device] : Representatives(a, layout)) {
+      v1::SaveBlockRequest request;
+      request.set_name(a.name);
+      request.set_version(a.version);
+      request.set_directory(tmp.string());
+      request.set_file(CheckpointBlockFile(2, position, a.name, block));
+      auto digest = calls.SaveBlock(a.addresses[device], request);
+      if (!digest.ok()) {
+        return Annotate(digest.status(),
+                        absl::StrCat("saving '", a.name, "' block ", block));
+      }
+      entry.digests[block] = *digest;
+    }
+    manifest->arrays.push_back(std::move(entry));
+    saved.push_back(a);
+  }
+  return saved;
 }
 
 }  // namespace
@@ -44,154 +150,73 @@ absl::StatusOr<std::vector<ResidentArray>> SaveCheckpoint(
   if (directory.empty()) {
     return absl::InvalidArgumentError("checkpoint directory is empty");
   }
-  const fs::path dir = fs::absolute(directory);
+  fs::path dir = fs::absolute(directory).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // a trailing '/'
+  if (dir == dir.root_path()) {
+    return absl::InvalidArgumentError("cannot save into the root directory");
+  }
+  SHARD_RETURN_IF_ERROR(CheckReplaceable(dir));
   const fs::path tmp = dir.string() + ".tmp-" + RandomSuffix();
   std::error_code ec;
-  fs::create_directories(tmp / "arrays", ec);
-  if (ec) return FileError("create", tmp, ec);
-  auto cleanup = [&] { fs::remove_all(tmp, ec); };
-
-  nlohmann::json manifest;
-  manifest["format"] = "shardmap-checkpoint-v1";
-  manifest["arrays"] = nlohmann::json::array();
-  std::vector<ResidentArray> saved;
-  for (const ResidentArray& a : index.All()) {
-    auto live = index.Find(a.name);  // refuses lost arrays
-    if (!live.ok()) {
-      cleanup();
-      return live.status();
-    }
-    auto layout =
-        BlockLayout::Create(a.mesh, a.spec, a.meta.shape, "its spec", a.name);
-    if (!layout.ok()) {
-      cleanup();
-      return layout.status();
-    }
-    const fs::path array_dir = tmp / "arrays" / a.name;
-    fs::create_directories(array_dir, ec);
-    if (ec) {
-      cleanup();
-      return FileError("create", array_dir, ec);
-    }
-    nlohmann::json blocks = nlohmann::json::array();
-    for (const auto& [block, device] : Representatives(a, *layout)) {
-      const std::string file = absl::StrCat("block-", block, ".npy");
-      v1::SaveBlockRequest request;
-      request.set_name(a.name);
-      request.set_version(a.version);
-      request.set_path((array_dir / file).string());
-      auto digest = calls.SaveBlock(a.addresses[device], request);
-      if (!digest.ok()) {
-        cleanup();
-        return Annotate(digest.status(),
-                        absl::StrCat("saving '", a.name, "' block ", block));
-      }
-      blocks.push_back({{"block", block},
-                        {"file", file},
-                        {"digest", absl::StrCat(*digest)}});
-    }
-    manifest["arrays"].push_back({{"name", a.name},
-                                  {"dtype", DTypeName(a.meta.dtype)},
-                                  {"shape", a.meta.shape},
-                                  {"mesh", a.mesh.ToString()},
-                                  {"spec", a.spec.ToString()},
-                                  {"blocks", blocks}});
-    saved.push_back(a);
+  fs::create_directories(tmp / "blocks", ec);
+  if (ec) return FsError("create", tmp, ec);
+  CheckpointManifest manifest;
+  auto saved = WriteBlocks(tmp, index, calls, &manifest);
+  absl::Status s = saved.status();
+  if (s.ok()) {
+    const std::string text = SerializeCheckpointManifest(manifest);
+    s = WriteFileAtomically((tmp / "manifest.json").string(), {text});
   }
-  {
-    std::ofstream out(tmp / "manifest.json");
-    out << manifest.dump(2) << "\n";
-    if (!out) {
-      cleanup();
-      return absl::InternalError(
-          absl::StrCat("cannot write ", (tmp / "manifest.json").string()));
-    }
+  if (s.ok()) s = SyncDirectory((tmp / "blocks").string());
+  if (s.ok()) s = Publish(tmp, dir);
+  if (!s.ok()) {
+    fs::remove_all(tmp, ec);
+    return s;
   }
-  // Replace the old checkpoint: move it aside, move the new one in, then
-  // delete the old. A crash leaves either the old or the new one whole.
-  const fs::path old = dir.string() + ".old-" + RandomSuffix();
-  const bool had_old = fs::exists(dir);
-  if (had_old) {
-    fs::rename(dir, old, ec);
-    if (ec) {
-      cleanup();
-      return FileError("move aside", dir, ec);
-    }
-  }
-  fs::rename(tmp, dir, ec);
-  if (ec) return FileError("rename into place", tmp, ec);
-  if (had_old) fs::remove_all(old, ec);
   return saved;
 }
 
 absl::StatusOr<std::vector<ResidentArray>> RestoreCheckpoint(
     const std::string& directory, ResidentIndex& index, const WorkerPool& pool,
     WorkerCalls& calls) {
-  const fs::path dir = fs::absolute(directory);
-  std::ifstream in(dir / "manifest.json");
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("no checkpoint at ", dir.string(),
-                                            " (manifest.json is missing)"));
-  }
-  nlohmann::json manifest;
-  try {
-    in >> manifest;
-  } catch (const nlohmann::json::exception& e) {
-    return absl::DataLossError(absl::StrCat("checkpoint manifest ",
-                                            (dir / "manifest.json").string(),
-                                            " is malformed: ", e.what()));
-  }
+  const fs::path dir = fs::absolute(directory).lexically_normal();
+  const fs::path file = dir / "manifest.json";
+  SHARD_ASSIGN_OR_RETURN(std::string text, ReadManifest(file));
+  SHARD_ASSIGN_OR_RETURN(CheckpointManifest manifest,
+                         ParseCheckpointManifest(text, file.string()));
+  // Every block is loaded before any array is published: a failed restore
+  // publishes nothing.
   std::vector<ResidentArray> restored;
-  try {
-    for (const auto& entry : manifest.at("arrays")) {
-      ResidentArray a;
-      a.name = entry.at("name").get<std::string>();
-      SHARD_ASSIGN_OR_RETURN(a.meta.dtype,
-                             ParseDType(entry.at("dtype").get<std::string>()));
-      a.meta.shape = entry.at("shape").get<Shape>();
-      SHARD_ASSIGN_OR_RETURN(a.mesh,
-                             Mesh::Parse(entry.at("mesh").get<std::string>()));
-      SHARD_ASSIGN_OR_RETURN(
-          a.spec, PartitionSpec::Parse(entry.at("spec").get<std::string>()));
-      SHARD_ASSIGN_OR_RETURN(BlockLayout layout,
-                             BlockLayout::Create(a.mesh, a.spec, a.meta.shape,
-                                                 "its spec", a.name));
-      std::map<int64_t, uint64_t> digests;
-      std::map<int64_t, std::string> files;
-      for (const auto& b : entry.at("blocks")) {
-        const int64_t block = b.at("block").get<int64_t>();
-        digests[block] = std::stoull(b.at("digest").get<std::string>());
-        files[block] = b.at("file").get<std::string>();
-      }
-      SHARD_ASSIGN_OR_RETURN(auto workers, pool.Acquire(a.mesh.num_devices()));
-      a.version = index.NextVersion();
-      for (int64_t d = 0; d < a.mesh.num_devices(); ++d) {
-        const int64_t block = layout.BlockNumber(d);
-        if (files.count(block) == 0) {
-          return absl::DataLossError(absl::StrCat("checkpoint has no block ",
-                                                  block, " of '", a.name, "'"));
-        }
-        v1::LoadBlockRequest request;
-        request.set_name(a.name);
-        request.set_version(a.version);
-        request.set_path((dir / "arrays" / a.name / files[block]).string());
-        request.set_digest(digests[block]);
-        *request.mutable_mesh() = MeshToProto(a.mesh);
-        *request.mutable_spec() = SpecToProto(a.spec);
-        *request.mutable_header() = HeaderToProto(a.meta.dtype, a.meta.shape);
-        request.set_device(d);
-        SHARD_RETURN_IF_ERROR(calls.LoadBlock(workers[d].address, request));
-        a.worker_ids.push_back(workers[d].id);
-        a.addresses.push_back(workers[d].address);
-      }
-      index.Commit(a);
-      restored.push_back(std::move(a));
+  for (const CheckpointArray& entry : manifest.arrays) {
+    ResidentArray a;
+    a.name = entry.name;
+    a.meta = entry.meta;
+    a.mesh = entry.mesh;
+    a.spec = entry.spec;
+    SHARD_ASSIGN_OR_RETURN(
+        BlockLayout layout,
+        BlockLayout::Create(a.mesh, a.spec, a.meta.shape, "its spec", a.name));
+    SHARD_ASSIGN_OR_RETURN(auto workers, pool.Acquire(a.mesh.num_devices()));
+    a.version = index.NextVersion();
+    for (int64_t d = 0; d < a.mesh.num_devices(); ++d) {
+      const int64_t block = layout.BlockNumber(d);
+      v1::LoadBlockRequest request;
+      request.set_name(a.name);
+      request.set_version(a.version);
+      request.set_directory(dir.string());
+      request.set_file(entry.files.at(block));
+      request.set_digest(entry.digests.at(block));
+      *request.mutable_mesh() = MeshToProto(a.mesh);
+      *request.mutable_spec() = SpecToProto(a.spec);
+      *request.mutable_header() = HeaderToProto(a.meta.dtype, a.meta.shape);
+      request.set_device(d);
+      SHARD_RETURN_IF_ERROR(calls.LoadBlock(workers[d].address, request));
+      a.worker_ids.push_back(workers[d].id);
+      a.addresses.push_back(workers[d].address);
     }
-  } catch (const nlohmann::json::exception& e) {
-    return absl::DataLossError(absl::StrCat("checkpoint manifest ",
-                                            (dir / "manifest.json").string(),
-                                            " is malformed: ", e.what()));
+    restored.push_back(std::move(a));
   }
+  for (const ResidentArray& a : restored) index.Commit(a);
   return restored;
 }
 

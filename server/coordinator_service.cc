@@ -8,6 +8,7 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "core/chunking.h"
+#include "core/error_reason.h"
 #include "core/proto_convert.h"
 #include "core/status_util.h"
 #include "core/trace_context.h"
@@ -382,7 +383,11 @@ grpc::Status CoordinatorService::SaveCheckpoint(
   auto held = locks_->Acquire(names, {}, Deadline(*context, absl::Now()));
   if (!held.ok()) return ToGrpcStatus(held.status());
   auto saved = shardmap::SaveCheckpoint(request->directory(), *index_, *calls_);
-  if (!saved.ok()) return ToGrpcStatus(saved.status());
+  if (!saved.ok()) {
+    const std::string reason = ReasonOf(saved.status());
+    if (!reason.empty()) context->AddTrailingMetadata(kErrorReasonKey, reason);
+    return ToGrpcStatus(saved.status());
+  }
   for (const auto& a : *saved)
     *response->add_arrays() = ResidentIndex::ToInfo(a, false);
   spdlog::info("saved {} resident arrays to {}", saved->size(),

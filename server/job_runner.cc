@@ -391,10 +391,15 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   if (!commit) return outcome;
   for (int64_t d = 0; d < n; ++d) {
     if (!ended[d].ok()) {
-      return absl::InternalError(absl::StrCat(
-          "job ", job_id, " committed, but ", DeviceName(plan, d, workers[d]),
-          " did not confirm: ", ended[d].message(),
-          "; the resident arrays it writes may be inconsistent"));
+      // Nothing is published: the arrays keep their previous versions,
+      // which every worker still holds. (Workers that did confirm keep the
+      // unpublished version too until the next write replaces it.)
+      return Annotate(
+          ended[d],
+          absl::StrCat("job ", job_id, " is not committed: ",
+                       DeviceName(plan, d, workers[d]),
+                       " did not confirm its writes, so the resident arrays "
+                       "keep their previous versions"));
     }
   }
   // The workers hold the new versions: publish them.

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "core/array_name.h"
 
 namespace shardmap {
 
@@ -20,25 +21,7 @@ uint64_t ResidentIndex::WallMicros() {
 }
 
 absl::Status ResidentIndex::ValidateName(const std::string& name) {
-  if (name.empty()) {
-    return absl::InvalidArgumentError("a resident array needs a name");
-  }
-  for (absl::string_view part : absl::StrSplit(name, '/')) {
-    if (part.empty() || part == "." || part == "..") {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "resident array name '", name,
-          "' must be a path of non-empty segments separated by '/'"));
-    }
-    for (char c : part) {
-      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' &&
-          c != '-' && c != '.') {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "resident array name '", name, "' has the character '",
-            std::string(1, c), "'; use letters, digits, '_', '-', '.', '/'"));
-      }
-    }
-  }
-  return absl::OkStatus();
+  return ValidateArrayName(name);
 }
 
 std::string ResidentIndex::LostReason(const ResidentArray& a) const {

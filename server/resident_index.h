@@ -109,8 +109,7 @@ class ResidentIndex {
 
   static v1::ResidentInfo ToInfo(const ResidentArray& a, bool lost);
   static uint64_t WallMicros();
-  // INVALID_ARGUMENT unless `name` is a path of [A-Za-z0-9_.-] segments
-  // separated by '/'.
+  // ValidateArrayName (core/array_name.h).
   static absl::Status ValidateName(const std::string& name);
 
  private:

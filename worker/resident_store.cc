@@ -3,63 +3,19 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
-#include "core/dtype.h"
-#include "core/npy.h"
+#include "core/array_name.h"
 
 namespace shardmap {
 namespace {
 constexpr size_t kVersionsKept = 2;
-
-// One flat directory per array: its name with '/' and '%' escaped, so no
-// name's files can ever land in another name's directory.
-std::string DirectoryName(const std::string& name) {
-  std::string out;
-  for (char c : name) {
-    if (c == '/') {
-      out += "%2F";
-    } else if (c == '%') {
-      out += "%25";
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-// The block's array layout in its current.json, if known.
-void WriteLayout(const ResidentStore::Block& b, nlohmann::json* meta) {
-  if (!b.layout.has_value()) return;
-  (*meta)["dtype"] = DTypeName(b.layout->meta.dtype);
-  (*meta)["shape"] = b.layout->meta.shape;
-  (*meta)["mesh"] = b.layout->mesh.ToString();
-  (*meta)["spec"] = b.layout->spec.ToString();
-}
-
-// Reads what WriteLayout wrote; a file without it (or with a layout that
-// does not parse) leaves the block's layout unknown: the block then only
-// serves an array the coordinator still knows.
-void ReadLayout(const nlohmann::json& meta, ResidentStore::Block* b) {
-  try {
-    if (!meta.contains("mesh") || !meta.contains("spec") ||
-        !meta.contains("dtype") || !meta.contains("shape")) {
-      return;
-    }
-    auto dtype = ParseDType(meta.at("dtype").get<std::string>());
-    auto mesh = Mesh::Parse(meta.at("mesh").get<std::string>());
-    auto spec = PartitionSpec::Parse(meta.at("spec").get<std::string>());
-    if (!dtype.ok() || !mesh.ok() || !spec.ok()) return;
-    b->layout = ResidentStore::ArrayLayout{
-        ArrayMeta{*dtype, meta.at("shape").get<Shape>()}, *mesh, *spec};
-  } catch (const nlohmann::json::exception&) {
-    b->layout.reset();
-  }
-}
 }  // namespace
+
+ResidentStore::ResidentStore(std::string directory) {
+  if (!directory.empty()) disk_.emplace(std::move(directory));
+}
 
 absl::StatusOr<ResidentStore::Block> ResidentStore::Find(
     const std::string& name, uint64_t version) const {
@@ -90,12 +46,16 @@ void ResidentStore::Stage(const std::string& job_id, const std::string& name,
   staged_[job_id].emplace_back(name, std::move(block));
 }
 
-void ResidentStore::Commit(const std::string& job_id) {
-  absl::MutexLock lock(&mu_);
-  auto it = staged_.find(job_id);
-  if (it == staged_.end()) return;
-  for (auto& [name, block] : it->second) PutLocked(name, std::move(block));
-  staged_.erase(it);
+absl::Status ResidentStore::Commit(const std::string& job_id) {
+  std::vector<std::pair<std::string, Block>> blocks;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = staged_.find(job_id);
+    if (it == staged_.end()) return absl::OkStatus();
+    blocks = std::move(it->second);
+    staged_.erase(it);
+  }
+  return Store(std::move(blocks));
 }
 
 void ResidentStore::Abort(const std::string& job_id) {
@@ -103,98 +63,67 @@ void ResidentStore::Abort(const std::string& job_id) {
   staged_.erase(job_id);
 }
 
-void ResidentStore::Put(const std::string& name, Block block) {
+absl::Status ResidentStore::Put(const std::string& name, Block block) {
+  std::vector<std::pair<std::string, Block>> blocks;
+  blocks.emplace_back(name, std::move(block));
+  return Store(std::move(blocks));
+}
+
+absl::Status ResidentStore::Store(
+    std::vector<std::pair<std::string, Block>> blocks) {
+  for (const auto& [name, block] : blocks) {
+    if (absl::Status s = ValidateArrayName(name); !s.ok()) return s;
+  }
+  absl::MutexLock writing(&disk_mu_);
+  if (disk_.has_value()) {
+    std::vector<std::pair<std::string, const Block*>> persist;
+    for (const auto& [name, block] : blocks) persist.emplace_back(name, &block);
+    if (absl::Status s = disk_->Persist(persist); !s.ok()) return s;
+  }
   absl::MutexLock lock(&mu_);
-  PutLocked(name, std::move(block));
+  for (auto& [name, block] : blocks) {
+    std::deque<Block>& versions = blocks_[name];
+    versions.push_back(std::move(block));
+    while (versions.size() > kVersionsKept) versions.pop_front();
+  }
+  return absl::OkStatus();
 }
 
-void ResidentStore::Persist(const std::string& name, const Block& b) const {
-  if (directory_.empty()) return;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path dir = fs::path(directory_) / "arrays" / DirectoryName(name);
-  fs::create_directories(dir, ec);
-  // The data first, then the metadata that makes it count: a crash in
-  // between leaves the previous version in effect.
-  const fs::path data = dir / absl::StrCat("v", b.version, ".npy");
-  if (absl::Status s = WriteNpy(data.string(), *b.data); !s.ok()) {
-    spdlog::warn("cannot keep '{}' in {}: {}", name, directory_,
-                 std::string(s.message()));
-    return;
+absl::Status ResidentStore::Drop(const std::string& name) {
+  if (absl::Status s = ValidateArrayName(name); !s.ok()) return s;
+  absl::MutexLock writing(&disk_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    blocks_.erase(name);
   }
-  nlohmann::json meta = {{"name", name},
-                         {"version", b.version},
-                         {"device", b.device},
-                         {"origin", b.box.origin},
-                         {"file", data.filename().string()}};
-  WriteLayout(b, &meta);
-  const fs::path tmp = dir / "current.json.tmp";
-  std::ofstream(tmp) << meta.dump();
-  fs::rename(tmp, dir / "current.json", ec);
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string f = entry.path().filename().string();
-    if (f.size() > 4 && f.rfind("v", 0) == 0 && f != data.filename().string()) {
-      fs::remove(entry.path(), ec);
-    }
-  }
-}
-
-void ResidentStore::Unpersist(const std::string& name) const {
-  if (directory_.empty()) return;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path dir = fs::path(directory_) / "arrays" / DirectoryName(name);
-  // The metadata first, so a crash midway leaves no metadata pointing at
-  // a missing file.
-  fs::remove(dir / "current.json", ec);
-  fs::remove_all(dir, ec);
+  return disk_.has_value() ? disk_->Remove(name) : absl::OkStatus();
 }
 
 absl::StatusOr<int> ResidentStore::LoadDirectory() {
-  if (directory_.empty()) return 0;
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path root = fs::path(directory_) / "arrays";
-  if (!fs::exists(root, ec)) return 0;
-  int loaded = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(root, ec)) {
-    if (entry.path().filename() != "current.json") continue;
-    nlohmann::json meta;
-    try {
-      std::ifstream(entry.path()) >> meta;
-      Block b;
-      b.version = meta.at("version").get<uint64_t>();
-      b.device = meta.at("device").get<int64_t>();
-      b.box.origin = meta.at("origin").get<std::vector<int64_t>>();
-      auto t = ReadNpy(
-          (entry.path().parent_path() / meta.at("file").get<std::string>())
-              .string());
-      if (!t.ok()) return t.status();
-      b.box.shape = t->shape();
-      ReadLayout(meta, &b);
-      b.data = std::make_shared<const Tensor>(*std::move(t));
-      absl::MutexLock lock(&mu_);
-      blocks_[meta.at("name").get<std::string>()].push_back(std::move(b));
-      ++loaded;
-    } catch (const nlohmann::json::exception& e) {
-      return absl::DataLossError(
-          absl::StrCat("malformed ", entry.path().string(), ": ", e.what()));
-    }
+  if (!disk_.has_value()) return 0;
+  std::vector<StateDir::Loaded> loaded;
+  std::vector<BadArray> bad;
+  absl::MutexLock writing(&disk_mu_);
+  disk_->Load(&loaded, &bad);
+  for (const BadArray& b : bad) {
+    spdlog::error("state dir: cannot load {}{}: {}; it is lost on this worker",
+                  b.name.empty() ? "" : absl::StrCat("'", b.name, "' from "),
+                  b.path, b.reason);
   }
-  return loaded;
-}
-
-void ResidentStore::PutLocked(const std::string& name, Block block) {
-  Persist(name, block);
-  std::deque<Block>& versions = blocks_[name];
-  versions.push_back(std::move(block));
-  while (versions.size() > kVersionsKept) versions.pop_front();
-}
-
-void ResidentStore::Drop(const std::string& name) {
   absl::MutexLock lock(&mu_);
-  blocks_.erase(name);
-  Unpersist(name);
+  int n = 0;
+  for (StateDir::Loaded& l : loaded) {
+    std::deque<Block>& versions = blocks_[l.name];
+    versions.push_back(std::move(l.block));
+    ++n;
+  }
+  bad_.insert(bad_.end(), bad.begin(), bad.end());
+  return n;
+}
+
+std::vector<ResidentStore::BadArray> ResidentStore::BadArrays() const {
+  absl::MutexLock lock(&mu_);
+  return bad_;
 }
 
 uint64_t ResidentStore::Bytes() const {
@@ -219,23 +148,37 @@ ResidentStore::AllVersions() const {
 }
 
 void ResidentStore::DropVersion(const std::string& name, uint64_t version) {
-  absl::MutexLock lock(&mu_);
-  auto it = blocks_.find(name);
-  if (it == blocks_.end()) return;
-  std::deque<Block>& versions = it->second;
-  const bool newest = !versions.empty() && versions.back().version == version;
-  versions.erase(std::remove_if(versions.begin(), versions.end(),
-                                [version](const Block& b) {
-                                  return b.version == version;
-                                }),
-                 versions.end());
-  if (versions.empty()) {
-    blocks_.erase(it);
-    Unpersist(name);
-  } else if (newest) {
-    // The directory kept the dropped one: keep the one that stays.
-    Unpersist(name);
-    Persist(name, versions.back());
+  absl::MutexLock writing(&disk_mu_);
+  std::optional<Block> stays;  // the version the disk keeps instead
+  bool none_left = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = blocks_.find(name);
+    if (it == blocks_.end()) return;
+    std::deque<Block>& versions = it->second;
+    const bool newest = !versions.empty() && versions.back().version == version;
+    versions.erase(std::remove_if(versions.begin(), versions.end(),
+                                  [version](const Block& b) {
+                                    return b.version == version;
+                                  }),
+                   versions.end());
+    none_left = versions.empty();
+    if (none_left) {
+      blocks_.erase(it);
+    } else if (newest) {
+      stays = versions.back();
+    }
+  }
+  if (!disk_.has_value()) return;
+  absl::Status s = absl::OkStatus();
+  if (none_left) {
+    s = disk_->Remove(name);
+  } else if (stays.has_value()) {
+    s = disk_->Persist({{name, &*stays}});
+  }
+  if (!s.ok()) {
+    spdlog::error("state dir: dropping '{}' version {}: {}", name, version,
+                  std::string(s.message()));
   }
 }
 // --- end of what the worker reports ---

@@ -14,6 +14,7 @@
 #include "core/status_util.h"
 #include "core/trace_context.h"
 #include "worker/block_fetch.h"
+#include "worker/checkpoint_blocks.h"
 #include "worker/communicator.h"
 #include "worker/routed_peer_transport.h"
 
@@ -308,7 +309,15 @@ grpc::Status WorkerService::RunShard(
     v1::ShardRequest decision;
     if (stream->Read(&decision) && decision.has_decision() &&
         decision.decision().commit()) {
-      store_->Commit(job_id);
+      // A write that cannot be persisted is not stored: the coordinator
+      // sees this error and does not publish the job's versions.
+      if (absl::Status s = store_->Commit(job_id); !s.ok()) {
+        spdlog::error("job {}: device {} cannot keep its writes: {}", job_id,
+                      device, std::string(s.message()));
+        return ToGrpcStatus(Annotate(
+            s,
+            absl::StrCat("device ", device, " cannot keep the job's writes")));
+      }
     }
   }
   return grpc::Status::OK;
@@ -420,8 +429,7 @@ grpc::Status WorkerService::ReadBlock(
 grpc::Status WorkerService::DropArray(grpc::ServerContext* context,
                                       const v1::DropArrayRequest* request,
                                       v1::DropArrayResponse* response) {
-  store_->Drop(request->name());
-  return grpc::Status::OK;
+  return ToGrpcStatus(store_->Drop(request->name()));
 }
 
 grpc::Status WorkerService::SkipTickets(grpc::ServerContext* context,
@@ -437,46 +445,16 @@ grpc::Status WorkerService::SkipTickets(grpc::ServerContext* context,
 grpc::Status WorkerService::SaveBlock(grpc::ServerContext* context,
                                       const v1::SaveBlockRequest* request,
                                       v1::SaveBlockResponse* response) {
-  auto block = store_->Find(request->name(), request->version());
-  if (!block.ok()) return ToGrpcStatus(block.status());
-  if (absl::Status s = WriteNpy(request->path(), *block->data); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  response->set_digest(Digest(*block->data));
+  absl::StatusOr<uint64_t> digest = SaveCheckpointBlock(*store_, *request);
+  if (!digest.ok()) return ToGrpcStatus(digest.status());
+  response->set_digest(*digest);
   return grpc::Status::OK;
 }
 
 grpc::Status WorkerService::LoadBlock(grpc::ServerContext* context,
                                       const v1::LoadBlockRequest* request,
                                       v1::LoadBlockResponse* response) {
-  absl::StatusOr<Tensor> t = ReadNpy(request->path());
-  if (!t.ok()) return ToGrpcStatus(t.status());
-  if (Digest(*t) != request->digest()) {
-    return ToGrpcStatus(absl::DataLossError(absl::StrCat(
-        "checkpoint file ", request->path(), " does not match its checksum")));
-  }
-  auto mesh = MeshFromProto(request->mesh());
-  auto meta = HeaderFromProto(request->header(), request->name());
-  if (!mesh.ok()) return ToGrpcStatus(mesh.status());
-  if (!meta.ok()) return ToGrpcStatus(meta.status());
-  auto layout = BlockLayout::Create(*mesh, SpecFromProto(request->spec()),
-                                    meta->shape, "its spec", request->name());
-  if (!layout.ok()) return ToGrpcStatus(layout.status());
-  if (t->shape() != layout->block_shape() || t->dtype() != meta->dtype) {
-    return ToGrpcStatus(absl::DataLossError(
-        absl::StrCat("checkpoint file ", request->path(), " holds ",
-                     ShapeString(t->dtype(), t->shape()), ", not the block ",
-                     ShapeString(meta->dtype, layout->block_shape()))));
-  }
-  ResidentStore::Block b;
-  b.version = request->version();
-  b.device = request->device();
-  b.box = Box{layout->BlockOrigin(request->device()), t->shape()};
-  b.layout =
-      ResidentStore::ArrayLayout{*meta, *mesh, SpecFromProto(request->spec())};
-  b.data = std::make_shared<const Tensor>(*std::move(t));
-  store_->Put(request->name(), std::move(b));
-  return grpc::Status::OK;
+  return ToGrpcStatus(LoadCheckpointBlock(*store_, *request));
 }
 
 }  // namespace shardmap

@@ -10,11 +10,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "tests/unit/status_matchers.h"
+#include "tests/unit/temp_dir.h"
 
 namespace shardmap {
 namespace {
@@ -63,7 +66,7 @@ TEST(ResidentStoreTest, FindUnknownIsNotFound) {
   ResidentStore store;
   EXPECT_TRUE(StatusIs(store.Find("p", 3).status(), absl::StatusCode::kNotFound,
                        {"'p'", "version 3"}));
-  store.Put("p", MakeBlock(1, 0, {0}, {4}, 1));
+  EXPECT_TRUE(store.Put("p", MakeBlock(1, 0, {0}, {4}, 1)).ok());
   EXPECT_TRUE(StatusIs(store.Find("p", 3).status(), absl::StatusCode::kNotFound,
                        {"'p'", "version 3"}));
   EXPECT_TRUE(store.All().size() == 1);
@@ -72,7 +75,7 @@ TEST(ResidentStoreTest, FindUnknownIsNotFound) {
 TEST(ResidentStoreTest, PutThenFind) {
   ResidentStore store;
   const ResidentStore::Block b = MakeBlock(4, 2, {8, 0}, {4, 3}, 9);
-  store.Put("model/w", b);
+  EXPECT_TRUE(store.Put("model/w", b).ok());
   absl::StatusOr<ResidentStore::Block> got = store.Find("model/w", 4);
   ASSERT_TRUE(got.ok()) << got.status();
   ExpectSameBlock(*got, b);
@@ -88,28 +91,28 @@ TEST(ResidentStoreTest, StagedBlockIsInvisibleUntilCommit) {
   EXPECT_FALSE(Has(store, "q", 1));
   EXPECT_TRUE(store.All().empty());
   // Another job's commit does not apply it.
-  store.Commit("job2");
+  EXPECT_TRUE(store.Commit("job2").ok());
   EXPECT_FALSE(Has(store, "p", 1));
-  store.Commit("job1");
+  EXPECT_TRUE(store.Commit("job1").ok());
   EXPECT_TRUE(Has(store, "p", 1));
   EXPECT_TRUE(Has(store, "q", 1));
   EXPECT_EQ(store.All().size(), 2u);
   // Committing again changes nothing.
-  store.Commit("job1");
+  EXPECT_TRUE(store.Commit("job1").ok());
   EXPECT_EQ(store.All().size(), 2u);
 }
 
 TEST(ResidentStoreTest, AbortDropsStagedBlocks) {
   ResidentStore store;
-  store.Put("p", MakeBlock(1, 0, {0}, {4}, 1));
+  EXPECT_TRUE(store.Put("p", MakeBlock(1, 0, {0}, {4}, 1)).ok());
   store.Stage("job1", "p", MakeBlock(2, 0, {0}, {4}, 2));
   store.Stage("job2", "q", MakeBlock(3, 0, {0}, {4}, 3));
   store.Abort("job1");
-  store.Commit("job1");
+  EXPECT_TRUE(store.Commit("job1").ok());
   EXPECT_FALSE(Has(store, "p", 2));
   EXPECT_TRUE(Has(store, "p", 1));
   // The other job's staging is untouched.
-  store.Commit("job2");
+  EXPECT_TRUE(store.Commit("job2").ok());
   EXPECT_TRUE(Has(store, "q", 3));
   // Aborting an unknown job is harmless.
   store.Abort("nope");
@@ -117,12 +120,12 @@ TEST(ResidentStoreTest, AbortDropsStagedBlocks) {
 
 TEST(ResidentStoreTest, KeepsTwoVersions) {
   ResidentStore store;
-  store.Put("p", MakeBlock(1, 0, {0}, {4}, 1));
-  store.Put("p", MakeBlock(2, 0, {0}, {4}, 2));
+  EXPECT_TRUE(store.Put("p", MakeBlock(1, 0, {0}, {4}, 1)).ok());
+  EXPECT_TRUE(store.Put("p", MakeBlock(2, 0, {0}, {4}, 2)).ok());
   EXPECT_TRUE(Has(store, "p", 1));
   EXPECT_TRUE(Has(store, "p", 2));
   store.Stage("job", "p", MakeBlock(3, 0, {0}, {4}, 3));
-  store.Commit("job");
+  EXPECT_TRUE(store.Commit("job").ok());
   EXPECT_FALSE(Has(store, "p", 1));
   EXPECT_TRUE(Has(store, "p", 2));
   EXPECT_TRUE(Has(store, "p", 3));
@@ -132,20 +135,20 @@ TEST(ResidentStoreTest, KeepsTwoVersions) {
   EXPECT_EQ(all[0].first, "p");
   EXPECT_EQ(all[0].second.version, 3u);
   // Another name does not evict p's versions.
-  store.Put("q", MakeBlock(4, 0, {0}, {4}, 4));
+  EXPECT_TRUE(store.Put("q", MakeBlock(4, 0, {0}, {4}, 4)).ok());
   EXPECT_TRUE(Has(store, "p", 2));
 }
 
 TEST(ResidentStoreTest, Drop) {
   ResidentStore store;
-  store.Put("p", MakeBlock(1, 0, {0}, {4}, 1));
-  store.Put("p", MakeBlock(2, 0, {0}, {4}, 2));
-  store.Put("q", MakeBlock(1, 1, {4}, {4}, 3));
-  store.Drop("p");
+  EXPECT_TRUE(store.Put("p", MakeBlock(1, 0, {0}, {4}, 1)).ok());
+  EXPECT_TRUE(store.Put("p", MakeBlock(2, 0, {0}, {4}, 2)).ok());
+  EXPECT_TRUE(store.Put("q", MakeBlock(1, 1, {4}, {4}, 3)).ok());
+  EXPECT_TRUE(store.Drop("p").ok());
   EXPECT_FALSE(Has(store, "p", 1));
   EXPECT_FALSE(Has(store, "p", 2));
   EXPECT_TRUE(Has(store, "q", 1));
-  store.Drop("nope");
+  EXPECT_TRUE(store.Drop("nope").ok());
   std::vector<std::pair<std::string, ResidentStore::Block>> all = store.All();
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].first, "q");
@@ -154,9 +157,9 @@ TEST(ResidentStoreTest, Drop) {
 
 TEST(ResidentStoreTest, AllListsNewestOfEachName) {
   ResidentStore store;
-  store.Put("b", MakeBlock(5, 0, {0}, {2}, 1));
-  store.Put("a", MakeBlock(1, 0, {0}, {2}, 2));
-  store.Put("a", MakeBlock(2, 0, {0}, {2}, 3));
+  EXPECT_TRUE(store.Put("b", MakeBlock(5, 0, {0}, {2}, 1)).ok());
+  EXPECT_TRUE(store.Put("a", MakeBlock(1, 0, {0}, {2}, 2)).ok());
+  EXPECT_TRUE(store.Put("a", MakeBlock(2, 0, {0}, {2}, 3)).ok());
   std::vector<std::pair<std::string, ResidentStore::Block>> all = store.All();
   ASSERT_EQ(all.size(), 2u);
   EXPECT_EQ(all[0].first, "a");
@@ -174,18 +177,7 @@ TEST(ResidentStoreTest, LoadDirectoryWithoutDirectoryLoadsNothing) {
 
 class ResidentStoreDirTest : public ::testing::Test {
  protected:
-  ResidentStoreDirTest() {
-    spdlog::set_level(spdlog::level::err);
-    std::string tmpl =
-        (fs::temp_directory_path() / "resident_store_test.XXXXXX").string();
-    char* d = mkdtemp(tmpl.data());
-    EXPECT_NE(d, nullptr) << std::strerror(errno);
-    dir_ = tmpl;
-  }
-  ~ResidentStoreDirTest() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+  ResidentStoreDirTest() { spdlog::set_level(spdlog::level::err); }
 
   // A new store on the same directory, loaded; `loaded` is what
   // LoadDirectory returned.
@@ -197,7 +189,8 @@ class ResidentStoreDirTest : public ::testing::Test {
     return store;
   }
 
-  std::string dir_;
+  TempDir tmp_{"resident_store_test"};
+  const std::string dir_ = tmp_.path();
 };
 
 TEST_F(ResidentStoreDirTest, EmptyDirectoryLoadsNothing) {
@@ -212,8 +205,8 @@ TEST_F(ResidentStoreDirTest, PutSurvivesARestart) {
       MakeBlock(2, 1, {0, 8, 16}, {1, 2, 4}, 6, DType::kInt64);
   {
     ResidentStore store(dir_);
-    store.Put("model/w", w);
-    store.Put("counts", c);
+    EXPECT_TRUE(store.Put("model/w", w).ok());
+    EXPECT_TRUE(store.Put("counts", c).ok());
   }
   int loaded = -1;
   auto store = Reopen(&loaded);
@@ -230,7 +223,7 @@ TEST_F(ResidentStoreDirTest, ScalarSurvivesARestart) {
   const ResidentStore::Block s = MakeBlock(3, 0, {}, {}, 8, DType::kFloat64);
   {
     ResidentStore store(dir_);
-    store.Put("step", s);
+    EXPECT_TRUE(store.Put("step", s).ok());
   }
   int loaded = -1;
   auto store = Reopen(&loaded);
@@ -246,7 +239,7 @@ TEST_F(ResidentStoreDirTest, CommittedBlockIsKeptButStagedIsNot) {
     ResidentStore store(dir_);
     store.Stage("job1", "p", p);
     store.Stage("job2", "q", MakeBlock(1, 0, {0}, {4}, 2));
-    store.Commit("job1");
+    EXPECT_TRUE(store.Commit("job1").ok());
     store.Abort("job2");
   }
   int loaded = -1;
@@ -260,8 +253,8 @@ TEST_F(ResidentStoreDirTest, OnlyTheNewestVersionIsKeptOnDisk) {
   const ResidentStore::Block v2 = MakeBlock(2, 0, {0}, {4}, 2);
   {
     ResidentStore store(dir_);
-    store.Put("p", MakeBlock(1, 0, {0}, {4}, 1));
-    store.Put("p", v2);
+    EXPECT_TRUE(store.Put("p", MakeBlock(1, 0, {0}, {4}, 1)).ok());
+    EXPECT_TRUE(store.Put("p", v2).ok());
   }
   int n_files = 0;
   for (const auto& e :
@@ -282,9 +275,9 @@ TEST_F(ResidentStoreDirTest, OnlyTheNewestVersionIsKeptOnDisk) {
 TEST_F(ResidentStoreDirTest, DropRemovesFromDisk) {
   {
     ResidentStore store(dir_);
-    store.Put("model/w", MakeBlock(1, 0, {0}, {4}, 1));
-    store.Put("model/b", MakeBlock(1, 0, {0}, {4}, 2));
-    store.Drop("model/w");
+    EXPECT_TRUE(store.Put("model/w", MakeBlock(1, 0, {0}, {4}, 1)).ok());
+    EXPECT_TRUE(store.Put("model/b", MakeBlock(1, 0, {0}, {4}, 2)).ok());
+    EXPECT_TRUE(store.Drop("model/w").ok());
   }
   EXPECT_FALSE(fs::exists(fs::path(dir_) / "arrays" / "model" / "w"));
   int loaded = -1;
@@ -299,9 +292,9 @@ TEST_F(ResidentStoreDirTest, DropLeavesLongerNamesBelowIt) {
   // path of the other's.
   {
     ResidentStore store(dir_);
-    store.Put("a", MakeBlock(1, 0, {0}, {4}, 1));
-    store.Put("a/b", MakeBlock(2, 0, {0}, {4}, 2));
-    store.Drop("a");
+    EXPECT_TRUE(store.Put("a", MakeBlock(1, 0, {0}, {4}, 1)).ok());
+    EXPECT_TRUE(store.Put("a/b", MakeBlock(2, 0, {0}, {4}, 2)).ok());
+    EXPECT_TRUE(store.Drop("a").ok());
     EXPECT_TRUE(Has(store, "a/b", 2));
   }
   int loaded = -1;
@@ -315,9 +308,9 @@ TEST_F(ResidentStoreDirTest, NamesThatLookLikeFilesDoNotClash) {
   // "a/v2.npy" as a name must not collide with version 2 of "a" on disk.
   {
     ResidentStore store(dir_);
-    store.Put("a", MakeBlock(2, 0, {0}, {4}, 1));
-    store.Put("a/v2.npy", MakeBlock(3, 0, {0}, {4}, 2));
-    store.Put("a/current.json", MakeBlock(4, 0, {0}, {4}, 3));
+    EXPECT_TRUE(store.Put("a", MakeBlock(2, 0, {0}, {4}, 1)).ok());
+    EXPECT_TRUE(store.Put("a/v2.npy", MakeBlock(3, 0, {0}, {4}, 2)).ok());
+    EXPECT_TRUE(store.Put("a/current.json", MakeBlock(4, 0, {0}, {4}, 3)).ok());
   }
   int loaded = -1;
   auto store = Reopen(&loaded);
@@ -327,26 +320,234 @@ TEST_F(ResidentStoreDirTest, NamesThatLookLikeFilesDoNotClash) {
   EXPECT_TRUE(Has(*store, "a/current.json", 4));
 }
 
-TEST_F(ResidentStoreDirTest, MalformedMetadataNamesTheFile) {
+// One bad array costs that array only: the worker starts with the others
+// and lists the bad one with its file and reason.
+void ExpectOneBad(ResidentStore& store, const std::string& path,
+                  const std::string& reason) {
+  std::vector<ResidentStore::BadArray> bad = store.BadArrays();
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0].path, path);
+  EXPECT_TRUE(absl::StrContains(bad[0].reason, reason)) << bad[0].reason;
+}
+
+TEST_F(ResidentStoreDirTest, MalformedMetadataSkipsThatArrayOnly) {
+  {
+    ResidentStore store(dir_);
+    EXPECT_TRUE(store.Put("good", MakeBlock(1, 0, {0}, {4}, 1)).ok());
+  }
   const fs::path d = fs::path(dir_) / "arrays" / "broken";
   fs::create_directories(d);
   std::ofstream(d / "current.json") << "{not json";
-  ResidentStore store(dir_);
-  EXPECT_TRUE(StatusIs(store.LoadDirectory().status(),
-                       absl::StatusCode::kDataLoss,
-                       {(d / "current.json").string()}));
+  int loaded = -1;
+  auto store = Reopen(&loaded);
+  EXPECT_EQ(loaded, 1);
+  EXPECT_TRUE(Has(*store, "good", 1));
+  ExpectOneBad(*store, (d / "current.json").string(), "not JSON");
 }
 
-TEST_F(ResidentStoreDirTest, MissingDataFileNamesTheFile) {
+TEST_F(ResidentStoreDirTest, EmptyMetadataSkipsThatArrayOnly) {
   {
     ResidentStore store(dir_);
-    store.Put("p", MakeBlock(1, 0, {0}, {4}, 1));
+    EXPECT_TRUE(store.Put("good", MakeBlock(1, 0, {0}, {4}, 1)).ok());
+    EXPECT_TRUE(store.Put("bad", MakeBlock(2, 0, {0}, {4}, 2)).ok());
+  }
+  const fs::path meta = fs::path(dir_) / "arrays" / "bad" / "current.json";
+  std::ofstream(meta, std::ios::trunc).flush();
+  int loaded = -1;
+  auto store = Reopen(&loaded);
+  EXPECT_EQ(loaded, 1);
+  EXPECT_TRUE(Has(*store, "good", 1));
+  EXPECT_FALSE(Has(*store, "bad", 2));
+  ExpectOneBad(*store, meta.string(), "empty");
+}
+
+TEST_F(ResidentStoreDirTest, MissingDataFileSkipsThatArrayOnly) {
+  {
+    ResidentStore store(dir_);
+    EXPECT_TRUE(store.Put("p", MakeBlock(1, 0, {0}, {4}, 1)).ok());
+    EXPECT_TRUE(store.Put("q", MakeBlock(1, 0, {0}, {4}, 2)).ok());
   }
   const fs::path data = fs::path(dir_) / "arrays" / "p" / "v1.npy";
   ASSERT_TRUE(fs::remove(data));
+  int loaded = -1;
+  auto store = Reopen(&loaded);
+  EXPECT_EQ(loaded, 1);
+  EXPECT_TRUE(Has(*store, "q", 1));
+  ExpectOneBad(*store, data.string(), "does not exist");
+}
+
+TEST_F(ResidentStoreDirTest, TruncatedDataFileSkipsThatArrayOnly) {
+  {
+    ResidentStore store(dir_);
+    EXPECT_TRUE(store.Put("p", MakeBlock(1, 0, {0}, {64}, 1)).ok());
+    EXPECT_TRUE(store.Put("q/r", MakeBlock(3, 1, {4}, {4}, 2)).ok());
+  }
+  const fs::path data = fs::path(dir_) / "arrays" / "p" / "v1.npy";
+  fs::resize_file(data, fs::file_size(data) - 10);
+  int loaded = -1;
+  auto store = Reopen(&loaded);
+  EXPECT_EQ(loaded, 1);
+  EXPECT_TRUE(Has(*store, "q/r", 3));
+  EXPECT_FALSE(Has(*store, "p", 1));
+  ExpectOneBad(*store, data.string(), "truncated");
+}
+
+TEST_F(ResidentStoreDirTest, MetadataWithABadNameIsSkipped) {
+  // Metadata that names "" or "../x" (edited, or from an older version)
+  // is refused, whatever directory it sits in.
+  for (const std::string& name :
+       {std::string(""), std::string("../x"), std::string(300, 'n')}) {
+    const fs::path d = fs::path(dir_) / "arrays" / "odd";
+    fs::create_directories(d);
+    std::ofstream(d / "current.json", std::ios::trunc) << nlohmann::json{
+        {"name", name},
+        {"version", 1},
+        {"device", 0},
+        {"origin", {0}},
+        {"file", "v1.npy"}}.dump();
+    int loaded = -1;
+    auto store = Reopen(&loaded);
+    EXPECT_EQ(loaded, 0);
+    ExpectOneBad(*store, (d / "current.json").string(), "");
+  }
+}
+
+TEST_F(ResidentStoreDirTest, LongNamesArePersisted) {
+  // Four segments of 250 bytes: 1003 bytes, over a file name's limit.
+  std::string name;
+  for (char c : {'a', 'b', 'c', 'd'}) {
+    if (!name.empty()) name += '/';
+    name += std::string(250, c);
+  }
+  const ResidentStore::Block b = MakeBlock(5, 0, {0}, {4}, 7);
+  {
+    ResidentStore store(dir_);
+    ASSERT_TRUE(store.Put(name, b).ok());
+    ASSERT_TRUE(store.Put("short", MakeBlock(1, 0, {0}, {4}, 8)).ok());
+  }
+  int loaded = -1;
+  auto store = Reopen(&loaded);
+  EXPECT_EQ(loaded, 2);
+  absl::StatusOr<ResidentStore::Block> got = store->Find(name, 5);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ExpectSameBlock(*got, b);
+  EXPECT_TRUE(store->BadArrays().empty());
+  // Dropping it leaves nothing of it behind, and the other array.
+  EXPECT_TRUE(store->Drop(name).ok());
+  EXPECT_TRUE(fs::exists(fs::path(dir_) / "arrays" / "short"));
+  int n_dirs = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(dir_) / "arrays")) {
+    (void)e;
+    ++n_dirs;
+  }
+  EXPECT_EQ(n_dirs, 1);
+}
+
+TEST_F(ResidentStoreDirTest, NamesThatBreakTheRulesAreRefused) {
   ResidentStore store(dir_);
-  EXPECT_TRUE(StatusIs(store.LoadDirectory().status(),
-                       absl::StatusCode::kNotFound, {data.string()}));
+  for (const std::string& name : {std::string(""), std::string("a/../b"),
+                                  std::string(256, 'x'), std::string("a\nb")}) {
+    EXPECT_TRUE(StatusIs(store.Put(name, MakeBlock(1, 0, {0}, {4}, 1)),
+                         absl::StatusCode::kInvalidArgument, {}))
+        << name;
+    EXPECT_TRUE(
+        StatusIs(store.Drop(name), absl::StatusCode::kInvalidArgument, {}));
+  }
+  EXPECT_TRUE(store.All().empty());
+  EXPECT_FALSE(fs::exists(fs::path(dir_) / "arrays"));
+}
+
+TEST_F(ResidentStoreDirTest, AFailedPersistStoresNothing) {
+  {
+    ResidentStore store(dir_);
+    EXPECT_TRUE(store.Put("p", MakeBlock(1, 0, {0}, {4}, 1)).ok());
+  }
+  // "q"'s directory cannot be made: a file stands where it would go.
+  fs::create_directories(fs::path(dir_) / "arrays");
+  std::ofstream(fs::path(dir_) / "arrays" / "q") << "in the way";
+  ResidentStore store(dir_);
+  ASSERT_TRUE(store.LoadDirectory().ok());
+  store.Stage("job", "p", MakeBlock(2, 0, {0}, {4}, 2));
+  store.Stage("job", "q", MakeBlock(2, 0, {0}, {4}, 3));
+  const std::string q = (fs::path(dir_) / "arrays" / "q").string();
+  EXPECT_TRUE(StatusIs(store.Commit("job"), absl::StatusCode::kInternal,
+                       {"cannot create directory " + q}));
+  // Neither block is stored, in memory or on disk: "p" is still version 1.
+  EXPECT_FALSE(Has(store, "p", 2));
+  EXPECT_FALSE(Has(store, "q", 2));
+  EXPECT_TRUE(Has(store, "p", 1));
+  int loaded = -1;
+  auto reopened = Reopen(&loaded);
+  EXPECT_EQ(loaded, 1);
+  EXPECT_TRUE(Has(*reopened, "p", 1));
+  EXPECT_FALSE(fs::exists(fs::path(dir_) / "arrays" / "p" / "v2.npy"));
+}
+
+TEST_F(ResidentStoreDirTest, AFailedMetadataWriteSwitchesBack) {
+  {
+    ResidentStore store(dir_);
+    EXPECT_TRUE(store.Put("a", MakeBlock(1, 0, {0}, {4}, 1)).ok());
+    EXPECT_TRUE(store.Put("b", MakeBlock(1, 0, {0}, {4}, 2)).ok());
+  }
+  // "b"'s metadata cannot be replaced: a directory is in its place (its
+  // data file can be written).
+  const fs::path b_meta = fs::path(dir_) / "arrays" / "b" / "current.json";
+  fs::remove(b_meta);
+  fs::create_directories(b_meta / "x");
+  ResidentStore store(dir_);
+  ASSERT_TRUE(store.LoadDirectory().ok());
+  store.Stage("job", "a", MakeBlock(2, 0, {0}, {4}, 3));
+  store.Stage("job", "b", MakeBlock(2, 0, {0}, {4}, 4));
+  EXPECT_TRUE(StatusIs(store.Commit("job"), absl::StatusCode::kInternal,
+                       {b_meta.string()}));
+  EXPECT_FALSE(Has(store, "a", 2));
+  // "a" is back at version 1 on disk, its new data file gone.
+  fs::remove_all(b_meta);
+  int loaded = -1;
+  auto reopened = Reopen(&loaded);
+  EXPECT_EQ(loaded, 1);
+  EXPECT_TRUE(Has(*reopened, "a", 1));
+  EXPECT_FALSE(fs::exists(fs::path(dir_) / "arrays" / "a" / "v2.npy"));
+}
+
+TEST_F(ResidentStoreDirTest, LayoutAndDroppedVersionsSurviveARestart) {
+  ResidentStore::Block v1 = MakeBlock(1, 0, {0}, {4}, 1);
+  ResidentStore::Block v2 = MakeBlock(2, 0, {0}, {4}, 2);
+  v2.layout = ResidentStore::ArrayLayout{ArrayMeta{DType::kFloat32, {8}},
+                                         *Mesh::Parse("x=2"),
+                                         *PartitionSpec::Parse("P('x')")};
+  {
+    ResidentStore store(dir_);
+    ASSERT_TRUE(store.Put("p", v1).ok());
+    ASSERT_TRUE(store.Put("p", v2).ok());
+    EXPECT_EQ(store.AllVersions().size(), 2u);
+  }
+  {
+    int loaded = -1;
+    auto store = Reopen(&loaded);
+    absl::StatusOr<ResidentStore::Block> got = store->Find("p", 2);
+    ASSERT_TRUE(got.ok()) << got.status();
+    ASSERT_TRUE(got->layout.has_value());
+    EXPECT_EQ(got->layout->meta.shape, (Shape{8}));
+    EXPECT_EQ(got->layout->mesh.ToString(), "x=2");
+    EXPECT_EQ(got->layout->spec.ToString(), "P('x',)");
+  }
+  {
+    // Dropping the newest of two versions leaves the older on disk;
+    // dropping the only one removes the array's files.
+    ResidentStore store(dir_);
+    ASSERT_TRUE(store.LoadDirectory().ok());
+    ASSERT_TRUE(store.Put("q", v1).ok());
+    ASSERT_TRUE(store.Put("q", v2).ok());
+    store.DropVersion("q", 2);
+    EXPECT_TRUE(Has(store, "q", 1));
+    store.DropVersion("p", 2);
+  }
+  int loaded = -1;
+  auto store = Reopen(&loaded);
+  EXPECT_EQ(loaded, 1);
+  EXPECT_TRUE(Has(*store, "q", 1));
+  EXPECT_FALSE(Has(*store, "p", 2));
 }
 
 }  // namespace

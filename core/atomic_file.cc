@@ -1,0 +1,129 @@
+#include "core/atomic_file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardmap {
+namespace {
+
+std::string Directory(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+int WriteAll(int fd, absl::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+  return 0;
+}
+
+}  // namespace
+
+absl::Status FileError(absl::string_view what, absl::string_view path,
+                       int err) {
+  std::string message =
+      absl::StrCat("cannot ", what, " ", path, ": ", std::strerror(err));
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG) {
+    return absl::ResourceExhaustedError(message);
+  }
+  return absl::InternalError(message);
+}
+
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
+                                          uint64_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0 && errno == ENOENT) {
+    return absl::NotFoundError(absl::StrCat(path, " does not exist"));
+  }
+  if (fd < 0) return FileError("open", path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return FileError("inspect", path, err);
+  }
+  if (!S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        S_ISREG(st.st_mode)
+            ? absl::StrCat(path, " is ", st.st_size, " bytes; at most ",
+                           max_bytes, " are read")
+            : absl::StrCat(path, " is not a regular file"));
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      return FileError("read", path, err);
+    }
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return text;
+}
+
+absl::Status SyncDirectory(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return FileError("open directory", dir, errno);
+  int err = ::fsync(fd) == 0 ? 0 : errno;
+  ::close(fd);
+  // Some file systems cannot sync a directory; their renames are as
+  // durable as they get.
+  if (err != 0 && err != EINVAL && err != ENOTSUP) {
+    return FileError("sync directory", dir, err);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::Span<const absl::string_view> pieces) {
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp =
+      absl::StrCat(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
+  const int fd = ::open(
+      tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return FileError("create", path, errno);
+  int err = 0;
+  for (absl::string_view piece : pieces) {
+    if ((err = WriteAll(fd, piece)) != 0) break;
+  }
+  const char* step = "write";
+  if (err == 0 && ::fsync(fd) != 0) {
+    err = errno;
+    step = "sync";
+  }
+  if (::close(fd) != 0 && err == 0) {
+    err = errno;
+    step = "close";
+  }
+  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    err = errno;
+    step = "rename a temporary file to";
+  }
+  if (err != 0) {
+    ::unlink(tmp.c_str());
+    return FileError(step, path, err);
+  }
+  return SyncDirectory(Directory(path));
+}
+
+}  // namespace shardmap

@@ -1,0 +1,123 @@
+// Tests of core/atomic_file: the file is replaced whole or not at all, and
+// every failure names the path and the system's reason.
+#include "core/atomic_file.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "tests/unit/status_matchers.h"
+#include "tests/unit/temp_dir.h"
+
+namespace shardmap {
+namespace {
+
+namespace fs = std::filesystem;
+
+class AtomicFileTest : public ::testing::Test {
+ protected:
+  std::string Read(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)),
+                       std::istreambuf_iterator<char>());
+  }
+  int Entries() {
+    int n = 0;
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      (void)e;
+      ++n;
+    }
+    return n;
+  }
+  TempDir tmp_{"atomic_file_test"};
+  const std::string dir_ = tmp_.path();
+};
+
+TEST_F(AtomicFileTest, WritesThePiecesAndReplaces) {
+  const std::string path = dir_ + "/f";
+  ASSERT_TRUE(WriteFileAtomically(path, {"abc", "", "def"}).ok());
+  EXPECT_EQ(Read(path), "abcdef");
+  ASSERT_TRUE(WriteFileAtomically(path, {"x"}).ok());
+  EXPECT_EQ(Read(path), "x");
+  EXPECT_EQ(Entries(), 1);  // no temporary file left
+}
+
+TEST_F(AtomicFileTest, AMissingDirectoryNamesThePath) {
+  const std::string path = dir_ + "/no/such/f";
+  EXPECT_TRUE(StatusIs(
+      WriteFileAtomically(path, {"x"}), absl::StatusCode::kInternal,
+      {"cannot create " + dir_ + "/no/such/f:", "No such file or directory"}));
+}
+
+TEST_F(AtomicFileTest, AFileInPlaceOfTheDirectory) {
+  std::ofstream(dir_ + "/file") << "x";
+  EXPECT_TRUE(StatusIs(WriteFileAtomically(dir_ + "/file/f", {"x"}),
+                       absl::StatusCode::kInternal, {"Not a directory"}));
+}
+
+TEST_F(AtomicFileTest, ADirectoryInPlaceOfTheFileIsLeftAlone) {
+  fs::create_directories(dir_ + "/d/inside");
+  EXPECT_TRUE(StatusIs(
+      WriteFileAtomically(dir_ + "/d", {"x"}), absl::StatusCode::kInternal,
+      {"cannot rename a temporary file to", dir_ + "/d", "Is a directory"}));
+  EXPECT_TRUE(fs::is_directory(dir_ + "/d/inside"));
+  EXPECT_EQ(Entries(), 1);
+}
+
+// A write the file system refuses midway (here: a file size limit, as a
+// full disk would): the old file stays whole and no temporary is left.
+TEST_F(AtomicFileTest, AFailedWriteLeavesTheOldFile) {
+  const std::string path = dir_ + "/f";
+  ASSERT_TRUE(WriteFileAtomically(path, {"old"}).ok());
+  int pipe_fds[2];
+  ASSERT_EQ(pipe(pipe_fds), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
+    struct rlimit limit = {4096, 4096};
+    setrlimit(RLIMIT_FSIZE, &limit);
+    const std::string big(10000, 'b');
+    absl::Status s = WriteFileAtomically(path, {big});
+    const std::string report =
+        absl::StrCat(static_cast<int>(s.code()), " ", s.message());
+    (void)!write(pipe_fds[1], report.data(), report.size());
+    _exit(0);
+  }
+  close(pipe_fds[1]);
+  std::string report;
+  char buf[512];
+  ssize_t n;
+  while ((n = read(pipe_fds[0], buf, sizeof buf)) > 0) report.append(buf, n);
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_EQ(
+      report.substr(0, report.find(' ')),
+      std::to_string(static_cast<int>(absl::StatusCode::kResourceExhausted)))
+      << report;
+  EXPECT_NE(report.find("cannot write " + path + ": File too large"),
+            std::string::npos)
+      << report;
+  EXPECT_EQ(Read(path), "old");
+  EXPECT_EQ(Entries(), 1);
+}
+
+TEST_F(AtomicFileTest, SyncDirectoryOfAMissingDirectory) {
+  EXPECT_TRUE(StatusIs(SyncDirectory(dir_ + "/none"),
+                       absl::StatusCode::kInternal,
+                       {dir_ + "/none", "No such file or directory"}));
+  EXPECT_TRUE(SyncDirectory(dir_).ok());
+}
+
+}  // namespace
+}  // namespace shardmap
