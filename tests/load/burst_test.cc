@@ -1,4 +1,4 @@
-// burst_test (RELIABILITY.md scenario 39, memory half): --jobs concurrent
+// burst_test (docs/RELIABILITY.md scenario 39, memory half): --jobs concurrent
 // jobs of --bytes each (psum and identity, half each) on a local cluster of
 // --workers real processes, every result checked bit for bit. Before the
 // burst the cluster runs a few such jobs and its idle RSS is read once it

@@ -1,4 +1,4 @@
-"""Bounded parsing end to end (RELIABILITY.md scenario 37) and the smaller
+"""Bounded parsing end to end (docs/RELIABILITY.md scenario 37) and the smaller
 input checks that go with it, through the real binaries:
 
 - JSON nested deeper than 64 levels is refused before it is parsed: by

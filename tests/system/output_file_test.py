@@ -1,4 +1,4 @@
-"""`--out` onto what is not a regular file (RELIABILITY.md scenario 40),
+"""`--out` onto what is not a regular file (docs/RELIABILITY.md scenario 40),
 through shardctl run and get on a real cluster:
 
 - a FIFO is written into (its reader gets the array) and stays a FIFO;

@@ -1,5 +1,5 @@
 """Checkpoints and state directories as a trust boundary, and writes that
-are checked: RELIABILITY.md scenarios 34 (tampered checkpoints, odd names),
+are checked: docs/RELIABILITY.md scenarios 34 (tampered checkpoints, odd names),
 35 (`save` onto what is not a checkpoint) and 36 (a write that fails, a
 damaged state directory), through the real binaries on 127.0.0.1.
 
