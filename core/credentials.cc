@@ -12,13 +12,14 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
-#include <mutex>
 #include <sstream>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "absl/synchronization/mutex.h"
 #include "core/reflection.h"
 #include "core/status_util.h"
 #include "core/token_auth.h"
@@ -91,8 +92,10 @@ bool Private(const struct stat& st) {
   return st.st_uid == getuid() && (st.st_mode & 077) == 0;
 }
 
-std::mutex default_mu;
-ChannelSecurity& DefaultSecurity() {
+// std::mutex carries no annotations in libstdc++: absl::Mutex lets clang
+// check that the default is only touched under its lock.
+ABSL_CONST_INIT absl::Mutex default_mu(absl::kConstInit);
+ChannelSecurity& DefaultSecurity() ABSL_EXCLUSIVE_LOCKS_REQUIRED(default_mu) {
   static ChannelSecurity* security = new ChannelSecurity();
   return *security;
 }
@@ -256,12 +259,12 @@ std::vector<std::string> Security::ChildArgs() const {
 }
 
 void SetDefaultChannelSecurity(ChannelSecurity security) {
-  std::lock_guard<std::mutex> lock(default_mu);
+  absl::MutexLock lock(&default_mu);
   DefaultSecurity() = std::move(security);
 }
 
 ChannelSecurity DefaultChannelSecurity() {
-  std::lock_guard<std::mutex> lock(default_mu);
+  absl::MutexLock lock(&default_mu);
   return DefaultSecurity();
 }
 

@@ -22,6 +22,7 @@ constexpr uint64_t kMaxRingBytes = uint64_t{1} << 30;
 ShmNetwork::ShmNetwork(Options options)
     : identity_(options.host_identity.empty() ? LocalHostIdentity()
                                               : options.host_identity),
+      enabled_(options.enabled),
       options_(std::move(options)) {}
 
 ShmNetwork::~ShmNetwork() = default;

@@ -60,7 +60,7 @@ class ShmNetwork {
   // Empty if any part cannot be read (then shared memory is not used).
   static std::string LocalHostIdentity();
 
-  bool enabled() const { return options_.enabled; }
+  bool enabled() const { return enabled_; }
   // Set before the worker registers (see PeerNetwork::set_my_address).
   void set_my_address(const std::string& address);
 
@@ -99,6 +99,7 @@ class ShmNetwork {
   v1::ShmPeer::Stub* StubFor(const std::string& address);
 
   const std::string identity_;
+  const bool enabled_;  // options_.enabled, which never changes
   absl::Mutex mu_;
   Options options_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Outgoing> out_ ABSL_GUARDED_BY(mu_);

@@ -67,7 +67,7 @@ class ResidentIndexTest : public ::testing::Test {
   }
 
   absl::Mutex mu_;
-  std::set<std::string> live_ = {"w0", "w1", "w2", "w3"};
+  std::set<std::string> live_ ABSL_GUARDED_BY(mu_) = {"w0", "w1", "w2", "w3"};
   ResidentIndex index_{[this](const std::string& id) {
     absl::MutexLock lock(&mu_);
     return live_.count(id) > 0;
