@@ -198,8 +198,10 @@ TEST_F(JobTicketsTest, DevicesWhoseHeadersNeverWentOutGetSkips) {
   EXPECT_TRUE(StatusIs(RunOnce(runner), absl::StatusCode::kUnavailable,
                        {"device 0", "connection refused"}));
   // Each worker is told to skip its ticket 0, under the id its jobs carry.
-  ASSERT_TRUE(WaitFor(connector_.seen,
-                      [&] { return connector_.seen.skips.size() == 4; }));
+  ASSERT_TRUE(WaitFor(connector_.seen, [&] {
+    connector_.seen.mu.AssertHeld();
+    return connector_.seen.skips.size() == 4;
+  }));
   absl::MutexLock lock(&connector_.seen.mu);
   for (const WorkerPool::Worker& w : workers_) {
     const auto& skips = connector_.seen.skips[w.address];
@@ -222,6 +224,7 @@ TEST_F(JobTicketsTest, LaterJobsCarryTheNextTicketsAndTheIncarnations) {
   }
   EXPECT_FALSE(RunOnce(runner).ok());  // the fake workers refuse it
   ASSERT_TRUE(WaitFor(connector_.seen, [&] {
+    connector_.seen.mu.AssertHeld();
     int skips = 0;
     for (const auto& [a, s] : connector_.seen.skips) skips += s.size();
     return skips == 4 + 4;
