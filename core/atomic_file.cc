@@ -46,7 +46,10 @@ absl::Status FileError(absl::string_view what, absl::string_view path,
 
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path,
                                           uint64_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: opening a FIFO put in a file's place must not wait for a
+  // writer; the type check below then refuses it.
+  const int fd =
+      ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0 && errno == ENOENT) {
     return absl::NotFoundError(absl::StrCat(path, " does not exist"));
   }

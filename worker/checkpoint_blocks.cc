@@ -52,6 +52,12 @@ absl::Status CheckInside(const std::string& directory, const std::string& file,
       return absl::DataLossError(
           absl::StrCat("checkpoint path ", at, " is not a directory"));
     }
+    // A FIFO or device in a block's place would block or stream forever.
+    if (last && !S_ISREG(st.st_mode)) {
+      return absl::DataLossError(absl::StrCat(
+          "checkpoint path ", at,
+          " is not a regular file; a checkpoint holds only plain files"));
+    }
   }
   return absl::OkStatus();
 }

@@ -43,8 +43,10 @@ inline std::vector<long> SettledRssKb(const std::vector<pid_t>& pids,
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     const std::vector<long> now = ReadRssKb(pids);
     for (size_t i = 0; i < pids.size(); ++i) {
-      if (now[i] >= 0 && now[i] + 256 < low[i]) last_low = Clock::now();
-      if (now[i] >= 0) low[i] = std::min(low[i], now[i]);
+      if (now[i] < 0) continue;
+      // A first reading that failed (-1) is no low to keep.
+      if (low[i] < 0 || now[i] + 256 < low[i]) last_low = Clock::now();
+      low[i] = low[i] < 0 ? now[i] : std::min(low[i], now[i]);
     }
   }
   return low;

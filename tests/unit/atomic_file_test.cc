@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,6 +63,15 @@ TEST_F(AtomicFileTest, AFileInPlaceOfTheDirectory) {
   std::ofstream(dir_ + "/file") << "x";
   EXPECT_TRUE(StatusIs(WriteFileAtomically(dir_ + "/file/f", {"x"}),
                        absl::StatusCode::kInternal, {"Not a directory"}));
+}
+
+TEST_F(AtomicFileTest, ReadingAFifoInPlaceOfAFileIsRefusedAtOnce) {
+  // Without a writer, a blocking open of a FIFO would never return.
+  const std::string path = dir_ + "/manifest.json";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0) << std::strerror(errno);
+  EXPECT_TRUE(StatusIs(ReadSmallFile(path, 1024).status(),
+                       absl::StatusCode::kInvalidArgument,
+                       {path, "is not a regular file"}));
 }
 
 TEST_F(AtomicFileTest, ADirectoryInPlaceOfTheFileIsLeftAlone) {

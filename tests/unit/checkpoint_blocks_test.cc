@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <filesystem>
@@ -113,6 +114,15 @@ TEST_F(CheckpointBlocksTest, RefusesSymbolicLinks) {
   EXPECT_TRUE(
       StatusIs(SaveCheckpointBlock(store_, Save("blocks/1-0.npy")).status(),
                absl::StatusCode::kDataLoss, {"symbolic link"}));
+}
+
+TEST_F(CheckpointBlocksTest, RefusesAFifoInPlaceOfABlock) {
+  auto digest = SaveCheckpointBlock(store_, Save("blocks/0-0.npy"));
+  ASSERT_TRUE(digest.ok()) << digest.status();
+  ASSERT_EQ(::mkfifo((dir_ + "/blocks/0-1.npy").c_str(), 0600), 0);
+  EXPECT_TRUE(
+      StatusIs(LoadCheckpointBlock(store_, Load("blocks/0-1.npy", *digest)),
+               absl::StatusCode::kDataLoss, {"is not a regular file"}));
 }
 
 TEST_F(CheckpointBlocksTest, RefusesDamagedFiles) {
