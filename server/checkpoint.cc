@@ -82,7 +82,9 @@ absl::Status CheckReplaceable(const fs::path& dir) {
 }
 
 // Moves the finished checkpoint `tmp` to `dir`, replacing what CheckReplaceable
-// allowed. A crash leaves either the old or the new one whole.
+// allowed. Both checkpoints stay whole throughout, but a crash between the
+// two renames leaves the old one at `dir`.old-XXXX and nothing at `dir`:
+// it is not put back by itself.
 absl::Status Publish(const fs::path& tmp, const fs::path& dir) {
   std::error_code ec;
   const fs::path old = dir.string() + ".old-" + RandomSuffix();

@@ -135,7 +135,15 @@ void JobSequencer::Skip(const std::string& worker_id, uint64_t ticket) {
       if (early_skips_.size() > kEarlyIds) early_skips_.pop_front();
       it = std::prev(early_skips_.end());
     }
-    if (it->second.size() < kEarlySkipsPerId) it->second.insert(ticket);
+    if (it->second.size() < kEarlySkipsPerId) {
+      it->second.insert(ticket);
+    } else {
+      // Its job then waits for the ticket until its own deadline.
+      spdlog::warn(
+          "skip of ticket {} for worker id {} not kept: {} skips already "
+          "wait for that id's first job",
+          ticket, worker_id, kEarlySkipsPerId);
+    }
     return;
   }
   if (ticket < next_ || (ticket == next_ && running_)) return;
