@@ -100,7 +100,7 @@ void ResidentIndex::Commit(ResidentArray array) {
   absl::MutexLock lock(&mu_);
   deleted_.erase(array.name);
   std::string name = array.name;
-  arrays_[name] = Entry{std::move(array), false};
+  arrays_[name] = Entry{std::move(array), false, {}, 0};
 }
 
 absl::StatusOr<ResidentArray> ResidentIndex::Remove(const std::string& name) {

@@ -6,9 +6,12 @@
 //
 // The workers are the truth for what they hold: after a coordinator
 // restart the index starts empty and is rebuilt from the blocks each
-// worker reports when it registers (Report). An array comes back once
-// every device's block of its newest version has been reported; until
-// then it is listed lost, naming the devices still missing.
+// worker reports when it registers (Report). An array comes back at the
+// newest version whose every device's block has been reported; until one
+// has, it is listed lost, naming the devices of its newest version still
+// missing. An older version's blocks are never dropped for a newer one
+// that is not complete (a write whose commit failed on some workers may
+// have left it on the others).
 //
 // Versions are unique across coordinator lifetimes: each is at least the
 // wall clock in microseconds and above every version issued or reported
@@ -94,12 +97,16 @@ class ResidentIndex {
   };
   // Takes a worker's report. A block of an array's current version whose
   // device has no live holder (not yet reported, or its holder left) gets
-  // this worker as holder. A block of a name the index does not know, or
-  // knows only from reports at an older version, starts (or replaces)
-  // that array at the block's version, lost until every device is
-  // reported; the newest version reported wins. Blocks whose version this
-  // coordinator issued and has not committed (a job committing right now)
-  // are left alone.
+  // this worker as holder. For a name the index knows only from reports,
+  // every reported version is a candidate: the newest one complete on
+  // every device (with live holders) is the array, or, while none is, the
+  // newest one reported (lost until complete). A block older than a
+  // complete version is dropped; blocks of newer versions that are not
+  // complete are kept (and logged), and win once they are complete.
+  // Blocks of a name written or deleted in this coordinator's lifetime
+  // that are not of its current version are dropped. Blocks whose version
+  // this coordinator issued and has not committed (a job committing right
+  // now, or one whose commit failed) are left alone.
   Outcome Report(const std::string& worker_id, const std::string& address,
                  const std::vector<ReportedBlock>& blocks);
   // NOT_FOUND for an unknown name. Returns the removed entry.
@@ -118,6 +125,12 @@ class ResidentIndex {
     // Built from workers' reports, not written in this coordinator's
     // lifetime: a newer reported version replaces it.
     bool rebuilt = false;
+    // Rebuilt only: the other versions reported and still candidates, by
+    // version (older ones while none is complete, newer incomplete ones).
+    std::map<uint64_t, ResidentArray> others;
+    // Rebuilt only: versions below this one were superseded by a version
+    // complete on every device, and are never taken again.
+    uint64_t superseded_below = 0;
   };
   // Why `a` cannot be used (the first holder that is gone, or the devices
   // nobody reported), or empty.
@@ -126,6 +139,23 @@ class ResidentIndex {
   bool TakeLocked(const std::string& worker_id, const std::string& address,
                   const ReportedBlock& b, std::vector<ReportedBlock>* drop)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A reported block of a rebuilt entry's candidate versions.
+  bool TakeCandidateLocked(Entry& e, const std::string& worker_id,
+                           const std::string& address, const ReportedBlock& b,
+                           std::vector<ReportedBlock>* drop)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records `worker_id` as holder of `b`'s device of `a`, unless the block
+  // does not fit or a live worker holds that device already.
+  bool HoldLocked(ResidentArray& a, bool check_layout,
+                  const std::string& worker_id, const std::string& address,
+                  const ReportedBlock& b) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether every device of `a` has a live holder.
+  bool CompleteLocked(const ResidentArray& a) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes a rebuilt entry's array its newest complete candidate (or its
+  // newest, if none is complete) and forgets candidates older than a
+  // complete one.
+  void SettleLocked(Entry& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::function<bool(const std::string&)> is_live_;
   const std::function<uint64_t()> now_micros_;

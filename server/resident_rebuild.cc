@@ -83,28 +83,64 @@ bool ResidentIndex::TakeLocked(const std::string& worker_id,
           worker_id, b.name, b.version, std::string(a.status().message()));
       return false;
     }
-    it = arrays_.emplace(b.name, Entry{*std::move(a), true}).first;
-  } else if (b.version < it->second.array.version) {
-    drop->push_back(b);  // superseded
-    return false;
-  } else if (b.version > it->second.array.version) {
-    if (issued_here) return false;
-    if (!it->second.rebuilt) {
-      // Written in this lifetime after the block's: the block is older
-      // whatever its number says (a clock stepped back).
-      drop->push_back(b);
-      return false;
-    }
-    auto a = ArrayOf(b);
-    if (!a.ok()) return false;
-    // A newer version than the one reported so far: it wins. Blocks of
-    // the older one on workers that reported already stay with them
-    // until their next version or registration.
-    it->second = Entry{*std::move(a), true};
+    it = arrays_.emplace(b.name, Entry{*std::move(a), true, {}, 0}).first;
   }
-  ResidentArray& a = it->second.array;
+  Entry& e = it->second;
+  if (e.rebuilt) {
+    if (issued_here) return false;
+    return TakeCandidateLocked(e, worker_id, address, b, drop);
+  }
+  if (b.version == e.array.version) {
+    return HoldLocked(e.array, /*check_layout=*/false, worker_id, address, b);
+  }
+  // Older than the version written in this lifetime: superseded. Newer:
+  // written in this lifetime after the block's, so the block is older
+  // whatever its number says (a clock stepped back).
+  if (b.version > e.array.version && issued_here) return false;
+  drop->push_back(b);
+  return false;
+}
+
+bool ResidentIndex::TakeCandidateLocked(Entry& e, const std::string& worker_id,
+                                        const std::string& address,
+                                        const ReportedBlock& b,
+                                        std::vector<ReportedBlock>* drop) {
+  // Superseded only by a version complete on every device: a newer one
+  // that is not may never be (a commit that failed on some workers).
+  if (b.version < e.superseded_below) {
+    drop->push_back(b);
+    return false;
+  }
+  ResidentArray* candidate = &e.array;
+  if (b.version != e.array.version) {
+    auto other = e.others.find(b.version);
+    if (other == e.others.end()) {
+      auto a = ArrayOf(b);
+      if (!a.ok()) return false;
+      other = e.others.emplace(b.version, *std::move(a)).first;
+    }
+    candidate = &other->second;
+  }
+  if (!HoldLocked(*candidate, /*check_layout=*/true, worker_id, address, b)) {
+    return false;
+  }
+  SettleLocked(e);
+  if (b.version > e.array.version) {
+    spdlog::info(
+        "worker {} holds '{}' version {} (device {}), newer than version {}, "
+        "which is complete and is served; the newer one is kept on the "
+        "worker and wins once every device of it is reported",
+        worker_id, b.name, b.version, b.device, e.array.version);
+  }
+  return true;
+}
+
+bool ResidentIndex::HoldLocked(ResidentArray& a, bool check_layout,
+                               const std::string& worker_id,
+                               const std::string& address,
+                               const ReportedBlock& b) {
   if (b.device < 0 || b.device >= static_cast<int64_t>(a.worker_ids.size()) ||
-      (it->second.rebuilt && !SameLayout(a, b))) {
+      (check_layout && !SameLayout(a, b))) {
     spdlog::warn(
         "worker {} reports a block of '{}' version {} (device {}) that does "
         "not fit the array; ignored",
@@ -118,6 +154,49 @@ bool ResidentIndex::TakeLocked(const std::string& worker_id,
   holder = worker_id;
   a.addresses[b.device] = address;
   return true;
+}
+
+bool ResidentIndex::CompleteLocked(const ResidentArray& a) const {
+  for (const std::string& holder : a.worker_ids) {
+    if (holder.empty() || !is_live_(holder)) return false;
+  }
+  return true;
+}
+
+void ResidentIndex::SettleLocked(Entry& e) {
+  // The newest complete candidate, else the newest.
+  uint64_t pick = e.array.version;
+  bool pick_complete = CompleteLocked(e.array);
+  const bool was_complete = pick_complete;
+  for (const auto& [version, a] : e.others) {
+    const bool complete = CompleteLocked(a);
+    if ((complete && !pick_complete) ||
+        (complete == pick_complete && version > pick)) {
+      pick = version;
+      pick_complete = complete;
+    }
+  }
+  if (pick != e.array.version) {
+    auto chosen = e.others.find(pick);
+    ResidentArray was = std::move(e.array);
+    e.array = std::move(chosen->second);
+    e.others.erase(chosen);
+    e.others.emplace(was.version, std::move(was));
+  }
+  // Older candidates than a complete version are out; their blocks
+  // reported so far stay with their workers until their next version or
+  // registration.
+  if (!pick_complete) return;
+  e.superseded_below = std::max(e.superseded_below, pick);
+  e.others.erase(e.others.begin(), e.others.lower_bound(pick));
+  if (!was_complete && !e.others.empty()) {
+    spdlog::warn(
+        "resident array '{}' is back at version {}, complete on every "
+        "device; newer version {} is not (a write that was not committed "
+        "everywhere?): its blocks are left on their workers, and it wins "
+        "if every device of it is reported",
+        e.array.name, pick, e.others.rbegin()->first);
+  }
 }
 
 }  // namespace shardmap

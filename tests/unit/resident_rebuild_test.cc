@@ -108,20 +108,73 @@ TEST_F(ResidentRebuildTest, LostNamesEveryMissingDevice) {
   EXPECT_TRUE(index_.Find("p").ok());
 }
 
-TEST_F(ResidentRebuildTest, OlderVersionsAreDropped) {
-  // w0 kept the previous version too; w1 reports only the old one.
+TEST_F(ResidentRebuildTest, OlderVersionsAreDroppedOnceANewerOneIsComplete) {
+  // Both workers kept the previous version too.
   ResidentIndex::Outcome w0 =
       Report("w0", {Block("p", 400, 0), Block("p", 500, 0)});
-  EXPECT_EQ(w0.taken, 1);
-  EXPECT_EQ(DropsOf(w0), (Drops{{"p", 400}}));
-  ResidentIndex::Outcome w1 = Report("w1", {Block("p", 400, 1)});
-  EXPECT_EQ(w1.taken, 0);
+  EXPECT_TRUE(w0.drop.empty());  // 500 is not complete yet
+  ResidentIndex::Outcome w1 =
+      Report("w1", {Block("p", 400, 1), Block("p", 500, 1)});
   EXPECT_EQ(DropsOf(w1), (Drops{{"p", 400}}));
-  // Never the old data: lost until version 500's device 1 shows up.
-  EXPECT_TRUE(StatusIs(index_.Find("p").status(),
-                       absl::StatusCode::kFailedPrecondition, {"device 1"}));
-  Report("w2", {Block("p", 500, 1)});
   ASSERT_TRUE(index_.Find("p").ok());
+  EXPECT_EQ(index_.Find("p")->version, 500u);
+  // w0's old block, reported again at its next registration, is dropped.
+  EXPECT_EQ(DropsOf(Report("w0", {Block("p", 400, 0), Block("p", 500, 0)})),
+            (Drops{{"p", 400}}));
+}
+
+// A write whose commit failed on w1 after w0 applied it (and the
+// coordinator restarted before w0 dropped it again): w0 reports the
+// unpublished version 500 besides 400, w1 only 400. Whichever registers
+// first, 400 comes back whole and none of its blocks is dropped.
+TEST_F(ResidentRebuildTest, AnIncompleteNewerVersionDoesNotDropTheOlderOne) {
+  ResidentIndex::Outcome w0 =
+      Report("w0", {Block("p", 400, 0), Block("p", 500, 0)});
+  EXPECT_TRUE(w0.drop.empty());
+  // Until w1 reports, neither version is complete: lost, naming what the
+  // newest misses.
+  EXPECT_TRUE(StatusIs(index_.Find("p").status(),
+                       absl::StatusCode::kFailedPrecondition,
+                       {"device 1 (of 2, version 500)"}));
+  ResidentIndex::Outcome w1 = Report("w1", {Block("p", 400, 1)});
+  EXPECT_EQ(w1.taken, 1);
+  EXPECT_TRUE(w1.drop.empty());
+  absl::StatusOr<ResidentArray> p = index_.Find("p");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->version, 400u);
+  EXPECT_EQ(p->worker_ids, (std::vector<std::string>{"w0", "w1"}));
+  ASSERT_EQ(index_.List("").size(), 1u);
+  EXPECT_FALSE(index_.List("")[0].lost());
+  EXPECT_EQ(index_.List("")[0].version(), 400u);
+  // The next write is above both.
+  EXPECT_GT(index_.NextVersion(), 500u);
+}
+
+TEST_F(ResidentRebuildTest, AnIncompleteNewerVersionReportedLastLosesToo) {
+  EXPECT_TRUE(Report("w1", {Block("p", 400, 1)}).drop.empty());
+  ResidentIndex::Outcome w0 =
+      Report("w0", {Block("p", 400, 0), Block("p", 500, 0)});
+  EXPECT_EQ(w0.taken, 2);
+  EXPECT_TRUE(w0.drop.empty());
+  absl::StatusOr<ResidentArray> p = index_.Find("p");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->version, 400u);
+  EXPECT_EQ(p->worker_ids, (std::vector<std::string>{"w0", "w1"}));
+}
+
+TEST_F(ResidentRebuildTest, ANewerVersionWinsOnceItIsComplete) {
+  // 500 was written on w0 and w2; w1 still has 400 from before.
+  Report("w0", {Block("p", 400, 0), Block("p", 500, 0)});
+  Report("w1", {Block("p", 400, 1)});
+  ASSERT_EQ(index_.Find("p")->version, 400u);
+  ResidentIndex::Outcome w2 = Report("w2", {Block("p", 500, 1)});
+  EXPECT_EQ(w2.taken, 1);
+  absl::StatusOr<ResidentArray> p = index_.Find("p");
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->version, 500u);
+  EXPECT_EQ(p->worker_ids, (std::vector<std::string>{"w0", "w2"}));
+  // 400 is superseded for good: reported again, it is dropped.
+  EXPECT_EQ(DropsOf(Report("w1", {Block("p", 400, 1)})), (Drops{{"p", 400}}));
   EXPECT_EQ(index_.Find("p")->version, 500u);
 }
 
