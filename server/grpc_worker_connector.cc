@@ -78,17 +78,36 @@ std::unique_ptr<ShardChannel> GrpcWorkerConnector::Open(
       [this, address, raw] { Forget(address, raw); });
 }
 
+template <typename Request, typename Response>
+absl::Status GrpcWorkerConnector::Unary(
+    const std::string& address, absl::Time deadline,
+    grpc::Status (v1::Worker::Stub::*method)(grpc::ClientContext*,
+                                             const Request&, Response*),
+    const Request& request) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(deadline));
+  Response response;
+  std::shared_ptr<v1::Worker::Stub> stub = Stub(address);
+  absl::Status s =
+      FromGrpcStatus(((*stub).*method)(&context, request, &response));
+  if (s.code() == absl::StatusCode::kUnavailable) Forget(address, stub.get());
+  return s;
+}
+
 absl::Status GrpcWorkerConnector::SkipTickets(
     const std::string& address, const v1::SkipTicketsRequest& request,
     absl::Time deadline) {
-  grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(deadline));
-  v1::SkipTicketsResponse response;
-  std::shared_ptr<v1::Worker::Stub> stub = Stub(address);
-  absl::Status s =
-      FromGrpcStatus(stub->SkipTickets(&context, request, &response));
-  if (s.code() == absl::StatusCode::kUnavailable) Forget(address, stub.get());
-  return s;
+  return Unary(address, deadline, &v1::Worker::Stub::SkipTickets, request);
+}
+
+absl::Status GrpcWorkerConnector::DropVersion(const std::string& address,
+                                              const std::string& name,
+                                              uint64_t version,
+                                              absl::Time deadline) {
+  v1::DropArrayRequest request;
+  request.set_name(name);
+  request.set_version(version);
+  return Unary(address, deadline, &v1::Worker::Stub::DropArray, request);
 }
 
 }  // namespace shardmap

@@ -24,9 +24,17 @@ class GrpcWorkerConnector final : public WorkerConnector {
   absl::Status SkipTickets(const std::string& address,
                            const v1::SkipTicketsRequest& request,
                            absl::Time deadline) override;
+  absl::Status DropVersion(const std::string& address, const std::string& name,
+                           uint64_t version, absl::Time deadline) override;
 
  private:
   std::shared_ptr<v1::Worker::Stub> Stub(const std::string& address);
+  // One unary call with `deadline`; UNAVAILABLE drops the channel.
+  template <typename Request, typename Response>
+  absl::Status Unary(const std::string& address, absl::Time deadline,
+                     grpc::Status (v1::Worker::Stub::*method)(
+                         grpc::ClientContext*, const Request&, Response*),
+                     const Request& request);
   // Drops the cached channel of `address` if it is still `stub`'s.
   void Forget(const std::string& address, const v1::Worker::Stub* stub);
 

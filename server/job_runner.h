@@ -1,7 +1,10 @@
 // Runs a planned job on its workers: ships each device only the blocks of
-// the arguments it needs, collects the output blocks, verifies replication
-// (server/replication_check.h: returned and stored outputs, states read
-// and written) and assembles the outputs by out_specs.
+// the arguments it needs (server/shard_call.h), one thread per device
+// (server/device_fanout.h), checks and assembles the outputs
+// (server/output_assembly.h), and commits the resident arrays the job
+// writes (server/resident_commit.h). This class hands out the job tickets
+// that order jobs on each worker (worker/job_sequencer.h) and makes sure
+// every ticket reaches its worker (server/ticket_skipper.h).
 //
 // Fate-sharing: the first device that fails cancels the others, and the
 // job fails with that device's error, naming the device and the worker.
@@ -12,7 +15,6 @@
 
 #include <functional>
 #include <map>
-#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/tensor.h"
+#include "server/job_results.h"
 #include "server/planner.h"
 #include "server/resident_index.h"
 #include "server/shard_channel.h"
@@ -28,16 +31,6 @@
 #include "server/worker_pool.h"
 
 namespace shardmap {
-
-// What one device sent back (defined in job_runner.cc).
-struct DeviceResult;
-
-// One output of a job: returned (data set) or stored as a resident array.
-struct JobOutput {
-  ArrayMeta meta;  // the whole output
-  std::optional<Tensor> data;
-  std::string stored_as;
-};
 
 class JobRunner {
  public:
@@ -55,6 +48,9 @@ class JobRunner {
     // The longest a collective waits for one peer message (0: the
     // workers' default).
     absl::Duration collective_timeout = absl::ZeroDuration();
+    // After a commit a worker did not confirm, the bound on telling the
+    // job's workers to drop the versions it wrote.
+    absl::Duration drop_timeout = absl::Seconds(5);
   };
   // `index` may be null: jobs then cannot use resident arrays.
   JobRunner(const Options& options, WorkerConnector* connector,
@@ -73,6 +69,8 @@ class JobRunner {
   // for resident arrays read whose copies differ.
   // A job that writes resident arrays commits on every worker only if all
   // devices succeed (two-phase); then the index publishes the new versions.
+  // If a worker does not confirm, nothing is published and the workers
+  // drop the new versions again (resident_commit.h).
   // `cancelled` (polled like liveness) returning true aborts the job on
   // every worker: the client cancelled or went away.
   absl::StatusOr<std::vector<JobOutput>> Run(
@@ -82,12 +80,6 @@ class JobRunner {
       const std::function<bool()>& cancelled = nullptr);
 
  private:
-  // Checks and assembles the outputs once every device has answered.
-  absl::StatusOr<std::vector<JobOutput>> Collect(
-      const std::string& job_id, const JobPlan& plan,
-      const std::vector<WorkerPool::Worker>& workers,
-      const std::vector<absl::Status>& lost,
-      std::vector<absl::StatusOr<DeviceResult>>& results);
   // Hands out each worker's next job tickets; see worker/job_sequencer.h.
   std::vector<uint64_t> IssueTickets(
       const std::vector<WorkerPool::Worker>& workers);
@@ -97,7 +89,7 @@ class JobRunner {
   ResidentIndex* const index_;        // Not owned; may be null.
   // Tells workers of the tickets of devices whose job never reached them.
   TicketSkipper skipper_;
-  // Random per coordinator start; see the ticket comment in RunDevice.
+  // Random per coordinator start; see TicketOwner (shard_call.h).
   const uint64_t epoch_ = std::random_device{}();
   absl::Mutex tickets_mu_;
   std::map<std::string, uint64_t> next_ticket_ ABSL_GUARDED_BY(tickets_mu_);

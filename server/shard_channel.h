@@ -4,6 +4,7 @@
 #ifndef SHARDMAP_SERVER_SHARD_CHANNEL_H_
 #define SHARDMAP_SERVER_SHARD_CHANNEL_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -38,6 +39,13 @@ class WorkerConnector {
   // come (Worker.SkipTickets). Errors: the call's.
   virtual absl::Status SkipTickets(const std::string& address,
                                    const v1::SkipTicketsRequest& request,
+                                   absl::Time deadline) = 0;
+  // Tells the worker at `address` to drop `version` of resident array
+  // `name` (Worker.DropArray with a version), which a job wrote but did
+  // not commit; a worker that does not hold it does nothing. Errors: the
+  // call's.
+  virtual absl::Status DropVersion(const std::string& address,
+                                   const std::string& name, uint64_t version,
                                    absl::Time deadline) = 0;
 };
 

@@ -12,6 +12,7 @@ TicketSkipper::~TicketSkipper() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    threads.swap(finished_);
     for (auto& [address, lane] : lanes_) {
       lane.pending.clear();
       if (lane.thread.joinable()) threads.push_back(std::move(lane.thread));
@@ -22,18 +23,19 @@ TicketSkipper::~TicketSkipper() {
 
 void TicketSkipper::Skip(const std::string& address,
                          const std::string& worker_id, uint64_t ticket) {
-  std::thread finished;  // a sender that ended, joined outside the lock
+  std::vector<std::thread> finished;  // senders that ended, joined unlocked
   {
     absl::MutexLock lock(&mu_);
     if (stopping_) return;
-    Lane& lane = lanes_[address];
-    lane.pending[worker_id].push_back(ticket);
-    if (lane.busy) return;
-    lane.busy = true;
-    finished = std::move(lane.thread);
-    lane.thread = std::thread([this, address] { Drain(address); });
+    finished.swap(finished_);
+    auto [it, added] = lanes_.try_emplace(address);
+    it->second.pending[worker_id].push_back(ticket);
+    // A new lane's sender starts only once the lane is in place (it takes
+    // mu_ first).
+    if (added)
+      it->second.thread = std::thread([this, address] { Drain(address); });
   }
-  if (finished.joinable()) finished.join();
+  for (std::thread& t : finished) t.join();
 }
 
 void TicketSkipper::Drain(const std::string& address) {
@@ -41,9 +43,12 @@ void TicketSkipper::Drain(const std::string& address) {
     std::map<std::string, std::vector<uint64_t>> batch;
     {
       absl::MutexLock lock(&mu_);
-      Lane& lane = lanes_[address];
-      if (lane.pending.empty() || stopping_) {
-        lane.busy = false;
+      if (stopping_) return;  // the destructor joins this thread
+      auto it = lanes_.find(address);
+      Lane& lane = it->second;
+      if (lane.pending.empty()) {
+        finished_.push_back(std::move(lane.thread));
+        lanes_.erase(it);
         return;
       }
       batch.swap(lane.pending);
@@ -77,13 +82,14 @@ void TicketSkipper::Send(const std::string& address,
 
 bool TicketSkipper::WaitIdle(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
-  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    for (const auto& [address, lane] : lanes_) {
-      if (lane.busy || !lane.pending.empty()) return false;
-    }
-    return true;
-  };
+  auto idle = [this]()
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return lanes_.empty(); };
   return mu_.AwaitWithTimeout(absl::Condition(&idle), timeout);
+}
+
+size_t TicketSkipper::lanes() const {
+  absl::MutexLock lock(&mu_);
+  return lanes_.size();
 }
 
 }  // namespace shardmap

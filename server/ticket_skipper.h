@@ -8,6 +8,9 @@
 // a bounded number of times. A skip to a worker that is gone is moot: after
 // the last attempt it is dropped (logged).
 //
+// A worker address has a sender (a lane) only while skips for it are
+// queued or being sent, so workers that come and go leave nothing behind.
+//
 // Thread-safe. Destroying the skipper waits for the calls under way (each
 // bounded by its deadline) and drops the rest: a coordinator that stops
 // takes its ticket order with it.
@@ -45,23 +48,28 @@ class TicketSkipper {
   // Waits until every queued skip was delivered or dropped, at most
   // `timeout`; false on timeout. For tests.
   bool WaitIdle(absl::Duration timeout);
+  // The worker addresses with skips queued or being sent. For tests.
+  size_t lanes() const;
 
  private:
   struct Lane {
     // Queued tickets per worker id.
     std::map<std::string, std::vector<uint64_t>> pending;
-    bool busy = false;  // a sender thread is draining it
-    std::thread thread;
+    std::thread thread;  // its sender
   };
-  // A lane's sender: sends until its queue is empty.
+  // A lane's sender: sends until its queue is empty, then removes the lane
+  // (leaving its thread to be joined).
   void Drain(const std::string& address);
   // One request, tried up to `attempts` times (fewer once stopping).
   void Send(const std::string& address, const v1::SkipTicketsRequest& request);
 
   WorkerConnector* const connector_;  // Not owned.
   const Options options_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
+  // By address; a lane exists while its sender runs.
   std::map<std::string, Lane> lanes_ ABSL_GUARDED_BY(mu_);
+  // Senders that ended, joined by the next Skip or the destructor.
+  std::vector<std::thread> finished_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 

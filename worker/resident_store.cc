@@ -148,13 +148,22 @@ ResidentStore::AllVersions() const {
 }
 
 void ResidentStore::DropVersion(const std::string& name, uint64_t version) {
+  absl::Status s = Drop(name, version);
+  if (!s.ok()) {
+    spdlog::error("state dir: dropping '{}' version {}: {}", name, version,
+                  std::string(s.message()));
+  }
+}
+
+absl::Status ResidentStore::Drop(const std::string& name, uint64_t version) {
+  if (absl::Status s = ValidateArrayName(name); !s.ok()) return s;
   absl::MutexLock writing(&disk_mu_);
   std::optional<Block> stays;  // the version the disk keeps instead
   bool none_left = false;
   {
     absl::MutexLock lock(&mu_);
     auto it = blocks_.find(name);
-    if (it == blocks_.end()) return;
+    if (it == blocks_.end()) return absl::OkStatus();
     std::deque<Block>& versions = it->second;
     const bool newest = !versions.empty() && versions.back().version == version;
     versions.erase(std::remove_if(versions.begin(), versions.end(),
@@ -169,17 +178,10 @@ void ResidentStore::DropVersion(const std::string& name, uint64_t version) {
       stays = versions.back();
     }
   }
-  if (!disk_.has_value()) return;
-  absl::Status s = absl::OkStatus();
-  if (none_left) {
-    s = disk_->Remove(name);
-  } else if (stays.has_value()) {
-    s = disk_->Persist({{name, &*stays}});
-  }
-  if (!s.ok()) {
-    spdlog::error("state dir: dropping '{}' version {}: {}", name, version,
-                  std::string(s.message()));
-  }
+  if (!disk_.has_value()) return absl::OkStatus();
+  if (none_left) return disk_->Remove(name);
+  if (stays.has_value()) return disk_->Persist({{name, &*stays}});
+  return absl::OkStatus();
 }
 // --- end of what the worker reports ---
 

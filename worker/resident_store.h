@@ -71,6 +71,10 @@ class ResidentStore {
   // Forgets `name` and removes its files; the error names a file that
   // could not be removed (the block is forgotten in memory anyway).
   absl::Status Drop(const std::string& name);
+  // Forgets only `version` of `name` (a write the coordinator did not
+  // commit), as DropVersion; INVALID_ARGUMENT for a name that breaks the
+  // rules, and the error names a file that could not be changed.
+  absl::Status Drop(const std::string& name, uint64_t version);
 
   // --- What the worker reports when it (re-)registers ---
   // Every (name, block) held, every version kept (oldest first per name).

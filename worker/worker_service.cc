@@ -429,6 +429,11 @@ grpc::Status WorkerService::ReadBlock(
 grpc::Status WorkerService::DropArray(grpc::ServerContext* context,
                                       const v1::DropArrayRequest* request,
                                       v1::DropArrayResponse* response) {
+  // A version: only that one, which a job wrote and the coordinator did
+  // not commit.
+  if (request->version() != 0) {
+    return ToGrpcStatus(store_->Drop(request->name(), request->version()));
+  }
   return ToGrpcStatus(store_->Drop(request->name()));
 }
 

@@ -21,7 +21,10 @@
 #include "server/job_runner.h"
 #include "server/planner.h"
 #include "server/ticket_skipper.h"
+#include "tests/unit/fake_shard_channel.h"
 #include "tests/unit/status_matchers.h"
+#include "tests/unit/test_jobs.h"
+#include "tests/unit/wait_until.h"
 
 namespace shardmap {
 namespace {
@@ -29,144 +32,32 @@ namespace {
 // A bound on waits that must end; never reached when all is well.
 constexpr absl::Duration kLong = absl::Seconds(10);
 
-// What the fake workers saw, by address.
-struct Seen {
-  absl::Mutex mu;
-  // Tickets that arrived in a job header.
-  std::map<std::string, std::vector<uint64_t>> headers ABSL_GUARDED_BY(mu);
-  // The device incarnations of the last header.
-  std::vector<uint64_t> incarnations ABSL_GUARDED_BY(mu);
-  // Tickets that arrived as skips, with the worker id they were for.
-  std::map<std::string, std::vector<std::pair<std::string, uint64_t>>> skips
-      ABSL_GUARDED_BY(mu);
-  int skip_calls ABSL_GUARDED_BY(mu) = 0;
-};
-
-// A stream that fails at its first write: the worker is unreachable.
-class RefusedChannel final : public ShardChannel {
- public:
-  bool Write(const v1::ShardRequest&) override { return false; }
-  bool WritesDone() override { return false; }
-  bool Read(v1::ShardResponse*) override { return false; }
-  absl::Status Finish() override {
-    return absl::UnavailableError("connection refused");
-  }
-  void Cancel() override {}
-};
-
-// A stream whose first write waits until the stream is cancelled, and then
-// fails: a device whose header never goes out because the job was aborted
-// first.
-class StuckChannel final : public ShardChannel {
- public:
-  bool Write(const v1::ShardRequest&) override {
-    absl::MutexLock lock(&mu_);
-    mu_.AwaitWithTimeout(absl::Condition(&cancelled_), kLong);
-    return false;
-  }
-  bool WritesDone() override { return false; }
-  bool Read(v1::ShardResponse*) override { return false; }
-  absl::Status Finish() override {
-    return absl::CancelledError("the call was cancelled");
-  }
-  void Cancel() override {
-    absl::MutexLock lock(&mu_);
-    cancelled_ = true;
-  }
-
- private:
-  absl::Mutex mu_;
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-};
-
-// A stream that records the header's ticket, then fails as if the worker
-// refused the job.
-class RecordingChannel final : public ShardChannel {
- public:
-  RecordingChannel(Seen* seen, std::string address)
-      : seen_(seen), address_(std::move(address)) {}
-  bool Write(const v1::ShardRequest& r) override {
-    if (r.has_job()) {
-      absl::MutexLock lock(&seen_->mu);
-      seen_->headers[address_].push_back(r.job().ticket());
-      seen_->incarnations.assign(r.job().device_incarnations().begin(),
-                                 r.job().device_incarnations().end());
-    }
-    return true;
-  }
-  bool WritesDone() override { return true; }
-  bool Read(v1::ShardResponse*) override { return false; }
-  absl::Status Finish() override {
-    return absl::InvalidArgumentError("refused by the fake worker");
-  }
-  void Cancel() override {}
-
- private:
-  Seen* const seen_;
-  const std::string address_;
-};
-
-class FakeConnector final : public WorkerConnector {
- public:
-  // Per address: "refuse", "stuck" or "record".
-  std::map<std::string, std::string> behaviour;
-  // Addresses whose SkipTickets calls fail (the worker is gone).
-  std::map<std::string, bool> gone;
-  Seen seen;
-
-  std::unique_ptr<ShardChannel> Open(const std::string& address,
-                                     absl::Time) override {
-    const std::string& b = behaviour.at(address);
-    if (b == "refuse") return std::make_unique<RefusedChannel>();
-    if (b == "stuck") return std::make_unique<StuckChannel>();
-    return std::make_unique<RecordingChannel>(&seen, address);
-  }
-  absl::Status SkipTickets(const std::string& address,
-                           const v1::SkipTicketsRequest& request,
-                           absl::Time) override {
-    absl::MutexLock lock(&seen.mu);
-    ++seen.skip_calls;
-    if (gone.count(address) > 0) return absl::UnavailableError("gone");
-    for (uint64_t t : request.tickets()) {
-      seen.skips[address].emplace_back(request.worker_id(), t);
-    }
-    return absl::OkStatus();
-  }
-};
-
-JobPlan IdentityPlan(int devices) {
-  v1::JobSpec spec;
-  spec.set_function("identity");
-  *spec.mutable_mesh() =
-      MeshToProto(*Mesh::Create({{"x", static_cast<int64_t>(devices)}}));
-  *spec.add_args() = HeaderToProto(DType::kFloat32, {devices * 2});
-  *spec.add_in_specs() = SpecToProto(*PartitionSpec::Parse("P('x')"));
-  *spec.add_out_specs() = SpecToProto(*PartitionSpec::Parse("P('x')"));
-  auto plan = PlanJob(spec, [](const std::string&) {
-    return absl::StatusOr<v1::FunctionSignature>(
-        Signature("identity", 1).proto());
-  });
-  EXPECT_TRUE(plan.ok()) << plan.status();
-  return *plan;
+// The fake worker behaviours these tests use.
+FakeWorkerScript Refuse() {  // unreachable: the header never goes out
+  FakeWorkerScript s;
+  s.fail_write = 0;
+  s.finish = absl::UnavailableError("connection refused");
+  return s;
+}
+FakeWorkerScript Stuck() {  // aborted before its header goes out
+  FakeWorkerScript s;
+  s.block_write = 0;
+  return s;
+}
+FakeWorkerScript Record() {  // takes the header, then refuses the job
+  FakeWorkerScript s;
+  s.finish = absl::InvalidArgumentError("refused by the fake worker");
+  return s;
 }
 
-std::vector<WorkerPool::Worker> Workers(int n) {
-  std::vector<WorkerPool::Worker> workers;
-  for (int i = 0; i < n; ++i) {
-    WorkerPool::Worker w;
-    w.id = absl::StrCat("w", i);
-    w.address = absl::StrCat("127.0.0.1:", 5000 + i);
-    w.incarnation = 100 + i;
-    workers.push_back(w);
+// The tickets that reached `address` in job headers.
+std::vector<uint64_t> Headers(const FakeWorkerConnector& c,
+                              const std::string& address) {
+  std::vector<uint64_t> out;
+  for (const v1::ShardRequest& r : c.Sent(address)) {
+    if (r.has_job()) out.push_back(r.job().ticket());
   }
-  return workers;
-}
-
-// Waits until `pred` holds (checked under seen.mu), at most kLong.
-bool WaitFor(Seen& seen, const std::function<bool()>& pred) {
-  absl::MutexLock lock(&seen.mu);
-  auto cond = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(seen.mu) { return pred(); };
-  return seen.mu.AwaitWithTimeout(absl::Condition(&cond), kLong);
+  return out;
 }
 
 class JobTicketsTest : public ::testing::Test {
@@ -178,72 +69,78 @@ class JobTicketsTest : public ::testing::Test {
     std::vector<Tensor> inputs;
     inputs.push_back(std::move(x));
     return runner
-        .Run("job", plan_, std::move(inputs), workers_, absl::Now() + kLong)
+        .Run("job", plan_, std::move(inputs), workers_,
+             connector_.Now() + kLong)
         .status();
   }
 
   JobPlan plan_ = IdentityPlan(4);
-  std::vector<WorkerPool::Worker> workers_ = Workers(4);
-  FakeConnector connector_;
+  std::vector<WorkerPool::Worker> workers_ = TestWorkers(4);
+  FakeWorkerConnector connector_;
+  // The skips each worker got, once `n` arrived in all.
+  std::vector<std::vector<std::pair<std::string, uint64_t>>> SkipsOnce(
+      size_t n) {
+    auto total = [&] {
+      size_t all = 0;
+      for (const auto& w : workers_) all += connector_.Skips(w.address).size();
+      return all;
+    };
+    EXPECT_TRUE(WaitUntil([&] { return total() == n; }, kLong));
+    std::vector<std::vector<std::pair<std::string, uint64_t>>> out;
+    for (const auto& w : workers_) out.push_back(connector_.Skips(w.address));
+    return out;
+  }
 };
 
 TEST_F(JobTicketsTest, DevicesWhoseHeadersNeverWentOutGetSkips) {
   // Device 0's worker refuses the connection; devices 1-3 are aborted
   // before their headers go out.
-  connector_.behaviour = {{workers_[0].address, "refuse"},
-                          {workers_[1].address, "stuck"},
-                          {workers_[2].address, "stuck"},
-                          {workers_[3].address, "stuck"}};
+  connector_.Script(workers_[0].address, Refuse());
+  for (int d : {1, 2, 3}) connector_.Script(workers_[d].address, Stuck());
   JobRunner runner(JobRunner::Options{}, &connector_);
   EXPECT_TRUE(StatusIs(RunOnce(runner), absl::StatusCode::kUnavailable,
                        {"device 0", "connection refused"}));
   // Each worker is told to skip its ticket 0, under the id its jobs carry.
-  ASSERT_TRUE(WaitFor(connector_.seen, [&] {
-    connector_.seen.mu.AssertHeld();
-    return connector_.seen.skips.size() == 4;
-  }));
-  absl::MutexLock lock(&connector_.seen.mu);
-  for (const WorkerPool::Worker& w : workers_) {
-    const auto& skips = connector_.seen.skips[w.address];
-    ASSERT_EQ(skips.size(), 1u) << w.address;
-    EXPECT_EQ(skips[0].second, 0u);
-    EXPECT_TRUE(absl::StartsWith(skips[0].first, w.id + "@")) << skips[0].first;
+  const auto skips = SkipsOnce(4);
+  for (size_t d = 0; d < workers_.size(); ++d) {
+    ASSERT_EQ(skips[d].size(), 1u) << d;
+    EXPECT_EQ(skips[d][0].second, 0u);
+    EXPECT_TRUE(absl::StartsWith(skips[d][0].first, workers_[d].id + "@"))
+        << skips[d][0].first;
+    EXPECT_TRUE(Headers(connector_, workers_[d].address).empty());
   }
-  EXPECT_TRUE(connector_.seen.headers.empty());
 }
 
 TEST_F(JobTicketsTest, LaterJobsCarryTheNextTicketsAndTheIncarnations) {
-  connector_.behaviour = {{workers_[0].address, "refuse"},
-                          {workers_[1].address, "stuck"},
-                          {workers_[2].address, "record"},
-                          {workers_[3].address, "stuck"}};
+  connector_.Script(workers_[0].address, Refuse());
+  connector_.Script(workers_[1].address, Stuck());
+  connector_.Script(workers_[2].address, Record());
+  connector_.Script(workers_[3].address, Stuck());
   JobRunner runner(JobRunner::Options{}, &connector_);
   EXPECT_FALSE(RunOnce(runner).ok());
   for (const WorkerPool::Worker& w : workers_) {
-    connector_.behaviour[w.address] = "record";
+    connector_.Script(w.address, Record());
   }
   EXPECT_FALSE(RunOnce(runner).ok());  // the fake workers refuse it
-  ASSERT_TRUE(WaitFor(connector_.seen, [&] {
-    connector_.seen.mu.AssertHeld();
-    int skips = 0;
-    for (const auto& [a, s] : connector_.seen.skips) skips += s.size();
-    return skips == 4 + 4;
-  }));
-  absl::MutexLock lock(&connector_.seen.mu);
+  SkipsOnce(4 + 4);
   // Worker 2 got both headers; the others only the second, ticket 1.
-  EXPECT_EQ(connector_.seen.headers[workers_[2].address],
+  EXPECT_EQ(Headers(connector_, workers_[2].address),
             (std::vector<uint64_t>{0, 1}));
-  EXPECT_EQ(connector_.seen.headers[workers_[0].address],
+  EXPECT_EQ(Headers(connector_, workers_[0].address),
             (std::vector<uint64_t>{1}));
   // Every header names each device's worker process.
-  EXPECT_EQ(connector_.seen.incarnations,
+  const v1::ShardJob last = connector_.Sent(workers_[3].address).back().job();
+  EXPECT_EQ(std::vector<uint64_t>(last.device_incarnations().begin(),
+                                  last.device_incarnations().end()),
             (std::vector<uint64_t>{100, 101, 102, 103}));
 }
 
 TEST(TicketSkipperTest, SkipsToAGoneWorkerAreGivenUpAfterBoundedAttempts) {
   spdlog::set_level(spdlog::level::off);
-  FakeConnector connector;
-  connector.gone["127.0.0.1:1"] = true;
+  FakeWorkerConnector connector;
+  FakeWorkerScript gone;
+  gone.skip = absl::UnavailableError("gone");
+  connector.Script("127.0.0.1:1", gone);
   TicketSkipper::Options options;
   options.attempts = 3;
   options.retry_pause = absl::Milliseconds(1);
@@ -251,12 +148,38 @@ TEST(TicketSkipperTest, SkipsToAGoneWorkerAreGivenUpAfterBoundedAttempts) {
   skipper.Skip("127.0.0.1:1", "w0@1", 4);
   skipper.Skip("127.0.0.1:2", "w1@1", 7);
   ASSERT_TRUE(skipper.WaitIdle(kLong));
-  absl::MutexLock lock(&connector.seen.mu);
   // 3 attempts to the gone worker, 1 to the other.
-  EXPECT_EQ(connector.seen.skip_calls, 4);
-  EXPECT_EQ(connector.seen.skips["127.0.0.1:2"],
+  EXPECT_EQ(connector.SkipCalls("127.0.0.1:1"), 3);
+  EXPECT_EQ(connector.SkipCalls("127.0.0.1:2"), 1);
+  EXPECT_EQ(connector.Skips("127.0.0.1:2"),
             (std::vector<std::pair<std::string, uint64_t>>{{"w1@1", 7}}));
-  EXPECT_EQ(connector.seen.skips.count("127.0.0.1:1"), 0u);
+  EXPECT_TRUE(connector.Skips("127.0.0.1:1").empty());
+}
+
+TEST(TicketSkipperTest, AWorkersLaneIsRemovedOnceItsSkipsAreSent) {
+  spdlog::set_level(spdlog::level::off);
+  FakeWorkerConnector connector;
+  FakeWorkerScript gone;
+  gone.skip = absl::UnavailableError("gone");
+  connector.Script("127.0.0.1:1", gone);
+  TicketSkipper::Options options;
+  options.attempts = 2;
+  options.retry_pause = absl::Milliseconds(1);
+  TicketSkipper skipper(&connector, options);
+  // Workers come and go: each address gets skips once.
+  for (int i = 1; i <= 20; ++i) {
+    skipper.Skip(absl::StrCat("127.0.0.1:", i), absl::StrCat("w", i, "@1"), 0);
+  }
+  ASSERT_TRUE(skipper.WaitIdle(kLong));
+  EXPECT_EQ(skipper.lanes(), 0u);
+  for (int i = 2; i <= 20; ++i) {
+    EXPECT_EQ(connector.Skips(absl::StrCat("127.0.0.1:", i)).size(), 1u) << i;
+  }
+  // An address that comes back gets a lane again.
+  skipper.Skip("127.0.0.1:2", "w2@1", 1);
+  ASSERT_TRUE(skipper.WaitIdle(kLong));
+  EXPECT_EQ(skipper.lanes(), 0u);
+  EXPECT_EQ(connector.Skips("127.0.0.1:2").size(), 2u);
 }
 
 }  // namespace

@@ -1,0 +1,94 @@
+#include "server/device_fanout.h"
+
+#include <utility>
+
+#include "core/trace_context.h"
+#include "server/shard_call.h"
+
+namespace shardmap {
+
+DeviceFanout::DeviceFanout(Options options, WorkerConnector* connector,
+                           const std::vector<WorkerPool::Worker>& workers,
+                           absl::Time deadline)
+    : options_(std::move(options)),
+      connector_(connector),
+      workers_(workers),
+      deadline_(deadline),
+      n_(static_cast<int64_t>(workers.size())),
+      lost_(workers.size()),
+      ended_(workers.size()),
+      channels_(workers.size(), nullptr),
+      returned_(workers.size(), false) {
+  for (int64_t d = 0; d < n_; ++d) {
+    results_.emplace_back(absl::UnknownError("not run"));
+  }
+}
+
+DeviceFanout::~DeviceFanout() {
+  if (!decided_.HasBeenNotified()) Finish(false);
+}
+
+void DeviceFanout::Abort() {
+  absl::MutexLock lock(&mu_);
+  aborted_ = true;
+  for (ShardChannel* ch : channels_) {
+    if (ch != nullptr) ch->Cancel();
+  }
+}
+
+void DeviceFanout::Run(const Call& call,
+                       const std::function<bool()>& cancelled) {
+  const LogContext log_context = CurrentLogContext();
+  for (int64_t d = 0; d < n_; ++d) {
+    threads_.emplace_back([this, &call, log_context, d] {
+      ScopedLogContext in_thread(log_context);  // logs and traceparent
+      std::unique_ptr<ShardChannel> ch =
+          connector_->Open(workers_[d].address, deadline_);
+      {
+        absl::MutexLock lock(&mu_);
+        channels_[d] = ch.get();
+        if (aborted_) ch->Cancel();
+      }
+      results_[d] = call(d, *ch);
+      if (!results_[d].ok()) Abort();
+      {
+        absl::MutexLock lock(&mu_);
+        ++done_;
+        returned_[d] = true;
+      }
+      if (options_.two_phase && results_[d].ok()) {
+        decided_.WaitForNotification();
+        ended_[d] = SendDecision(*ch, commit_);
+      }
+      absl::MutexLock lock(&mu_);
+      channels_[d] = nullptr;
+    });
+  }
+  auto all_done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return done_ == n_;
+  };
+  mu_.Lock();
+  while (!mu_.AwaitWithTimeout(absl::Condition(&all_done),
+                               options_.liveness_poll)) {
+    const std::vector<bool> returned = returned_;
+    mu_.Unlock();
+    if (cancelled && cancelled()) Abort();  // the client left
+    for (int64_t d = 0; options_.check_live && d < n_; ++d) {
+      if (!lost_[d].ok() || returned[d]) continue;
+      lost_[d] = options_.check_live(workers_[d]);
+      if (!lost_[d].ok()) Abort();
+    }
+    mu_.Lock();
+  }
+  mu_.Unlock();
+}
+
+std::vector<absl::Status> DeviceFanout::Finish(bool commit) {
+  commit_ = commit;
+  decided_.Notify();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+  return ended_;
+}
+
+}  // namespace shardmap

@@ -1,0 +1,94 @@
+// Runs one job's device calls at once, a thread per device, and watches
+// them: the first device that fails cancels the others' streams
+// (fate-sharing); while they run, every `liveness_poll` the client's
+// `cancelled` and each running device's worker (`check_live`) are checked,
+// so a client that left or a worker that stopped answering (SIGSTOP, cut
+// off) ends the job at once instead of at its deadline.
+//
+// A two-phase job's device threads keep their streams open after their
+// calls return, until Finish sends them the commit decision.
+//
+// Run and Finish are called once each, in that order, from one thread.
+// The destructor finishes (without committing) a fan-out not finished.
+#ifndef SHARDMAP_SERVER_DEVICE_FANOUT_H_
+#define SHARDMAP_SERVER_DEVICE_FANOUT_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "server/job_results.h"
+#include "server/shard_channel.h"
+#include "server/worker_pool.h"
+
+namespace shardmap {
+
+class DeviceFanout {
+ public:
+  struct Options {
+    absl::Duration liveness_poll = absl::Milliseconds(100);
+    // Null: workers are not checked.
+    std::function<absl::Status(const WorkerPool::Worker&)> check_live;
+    // Keep each successful device's stream open for a commit decision.
+    bool two_phase = false;
+  };
+  // One device's call over its stream.
+  using Call = std::function<absl::StatusOr<DeviceResult>(int64_t device,
+                                                          ShardChannel&)>;
+
+  // Device d runs on workers[d]; its stream is opened with `deadline`.
+  // `connector` and `workers` must outlive the fan-out.
+  DeviceFanout(Options options, WorkerConnector* connector,
+               const std::vector<WorkerPool::Worker>& workers,
+               absl::Time deadline);
+  ~DeviceFanout();
+
+  // Runs `call` for every device, each on its own stream; returns once
+  // every call has returned. `cancelled` (may be null) returning true
+  // aborts every device.
+  void Run(const Call& call, const std::function<bool()>& cancelled);
+  // Per device: what its call returned.
+  std::vector<absl::StatusOr<DeviceResult>>& results() { return results_; }
+  // Per device: UNAVAILABLE from check_live if its worker was found lost
+  // while the device ran, else OK.
+  const std::vector<absl::Status>& lost() const { return lost_; }
+
+  // Two-phase: sends `commit` to every device whose call succeeded and
+  // ends its stream. Waits for every device thread. Returns each device's
+  // final status (OK for a device that was not asked).
+  std::vector<absl::Status> Finish(bool commit);
+
+ private:
+  // Cancels every open stream, and those opened later.
+  void Abort();
+
+  const Options options_;
+  WorkerConnector* const connector_;  // Not owned.
+  const std::vector<WorkerPool::Worker>& workers_;
+  const absl::Time deadline_;
+  const int64_t n_;
+
+  std::vector<absl::StatusOr<DeviceResult>> results_;
+  std::vector<absl::Status> lost_;
+  std::vector<absl::Status> ended_;
+  std::vector<std::thread> threads_;
+  absl::Notification decided_;
+  bool commit_ = false;  // written before `decided_` is notified
+
+  absl::Mutex mu_;
+  bool aborted_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<ShardChannel*> channels_ ABSL_GUARDED_BY(mu_);
+  std::vector<bool> returned_ ABSL_GUARDED_BY(mu_);  // per device
+  int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_SERVER_DEVICE_FANOUT_H_

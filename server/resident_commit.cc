@@ -1,0 +1,143 @@
+#include "server/resident_commit.h"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "core/status_util.h"
+#include "core/trace_context.h"
+#include "server/output_assembly.h"
+
+namespace shardmap {
+
+absl::StatusOr<ResidentCommit> ResidentCommit::Begin(const JobPlan& plan,
+                                                     ResidentIndex* index) {
+  ResidentCommit c(plan, index);
+  c.two_phase_ = plan.writes_residents();
+  if (c.two_phase_ && index == nullptr) {
+    return absl::FailedPreconditionError(
+        "this server keeps no resident arrays");
+  }
+  c.output_versions_.assign(plan.resident_outputs.size(), 0);
+  c.state_versions_.assign(plan.states.size(), 0);
+  for (size_t o = 0; o < c.output_versions_.size(); ++o) {
+    if (!plan.StoredAs(o).empty()) c.output_versions_[o] = index->NextVersion();
+  }
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    if (plan.states[i].write) c.state_versions_[i] = index->NextVersion();
+  }
+  return c;
+}
+
+absl::Status ResidentCommit::CheckOutputs(
+    const std::vector<JobOutput>& outputs) const {
+  const JobPlan& plan = *plan_;
+  for (size_t o = 0; o < plan.resident_outputs.size(); ++o) {
+    if (plan.StoredAs(o).empty()) continue;
+    SHARD_RETURN_IF_ERROR(index_->CheckWrite(plan.StoredAs(o), outputs[o].meta,
+                                             plan.mesh, plan.out_specs[o],
+                                             plan.overwrite));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResidentCommit::Publish(
+    const std::string& job_id, const std::vector<WorkerPool::Worker>& workers,
+    const std::vector<absl::Status>& ended, std::vector<JobOutput>& outputs,
+    WorkerConnector& connector, absl::Duration drop_timeout) {
+  const JobPlan& plan = *plan_;
+  for (size_t d = 0; d < ended.size(); ++d) {
+    if (ended[d].ok()) continue;
+    // Nothing is published: the arrays keep their previous versions,
+    // which every worker still holds, and the workers that applied the
+    // new ones drop them again.
+    RollBack(workers, connector, drop_timeout);
+    return Annotate(
+        ended[d],
+        absl::StrCat("job ", job_id,
+                     " is not committed: ", DeviceName(plan, d, workers[d]),
+                     " did not confirm its writes, so the resident arrays "
+                     "keep their previous versions"));
+  }
+  // The workers hold the new versions: publish them.
+  std::vector<std::string> ids, addresses;
+  for (const auto& w : workers) {
+    ids.push_back(w.id);
+    addresses.push_back(w.address);
+  }
+  for (size_t o = 0; o < plan.resident_outputs.size(); ++o) {
+    if (plan.StoredAs(o).empty()) continue;
+    ResidentArray a;
+    a.name = plan.StoredAs(o);
+    a.meta = outputs[o].meta;
+    a.mesh = plan.mesh;
+    a.spec = plan.out_specs[o];
+    a.worker_ids = ids;
+    a.addresses = addresses;
+    a.version = output_versions_[o];
+    index_->Commit(std::move(a));
+    outputs[o].stored_as = plan.StoredAs(o);
+  }
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    const StatePlan& st = plan.states[i];
+    if (!st.write) continue;
+    ResidentArray a = st.array;
+    a.mesh = plan.mesh;
+    a.spec = st.spec.unsplit() ? PartitionSpec() : st.spec;
+    a.worker_ids = ids;
+    a.addresses = addresses;
+    a.version = state_versions_[i];
+    index_->Commit(std::move(a));
+  }
+  return absl::OkStatus();
+}
+
+void ResidentCommit::RollBack(const std::vector<WorkerPool::Worker>& workers,
+                              WorkerConnector& connector,
+                              absl::Duration timeout) const {
+  const JobPlan& plan = *plan_;
+  std::vector<std::pair<std::string, uint64_t>> written;
+  for (size_t o = 0; o < output_versions_.size(); ++o) {
+    if (output_versions_[o] != 0) {
+      written.emplace_back(plan.StoredAs(o), output_versions_[o]);
+    }
+  }
+  for (size_t i = 0; i < state_versions_.size(); ++i) {
+    if (state_versions_[i] != 0) {
+      written.emplace_back(plan.states[i].array.name, state_versions_[i]);
+    }
+  }
+  // Every worker of the job, whether it confirmed or not: one whose answer
+  // was lost may have applied the writes all the same. A worker that does
+  // not hold a version ignores the drop.
+  std::set<std::string> addresses;
+  for (const WorkerPool::Worker& w : workers) addresses.insert(w.address);
+  const absl::Time deadline = absl::Now() + timeout;
+  const LogContext log_context = CurrentLogContext();
+  std::vector<std::thread> calls;
+  for (const std::string& address : addresses) {
+    calls.emplace_back([&, address] {
+      ScopedLogContext in_thread(log_context);
+      for (const auto& [name, version] : written) {
+        absl::Status s =
+            connector.DropVersion(address, name, version, deadline);
+        if (!s.ok()) {
+          // Harmless unless the coordinator restarts before the worker's
+          // next write of the name: the index rebuild then prefers the
+          // newest version complete on every device.
+          spdlog::warn(
+              "could not tell worker {} to drop '{}' version {} of a job "
+              "that was not committed: {}",
+              address, name, version, std::string(s.message()));
+        }
+      }
+    });
+  }
+  for (std::thread& t : calls) t.join();
+}
+
+}  // namespace shardmap

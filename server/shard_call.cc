@@ -1,0 +1,217 @@
+#include "server/shard_call.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/block_math.h"
+#include "core/chunking.h"
+#include "core/proto_convert.h"
+#include "core/status_util.h"
+
+namespace shardmap {
+namespace {
+
+// Ends a stream we no longer trust; our own error is the one to report.
+absl::Status Abandon(ShardChannel& ch, absl::Status why) {
+  ch.Cancel();
+  static_cast<void>(ch.Finish());
+  return why;
+}
+
+v1::ResidentSource SourceOf(const ResidentArray& a,
+                            const PartitionSpec& job_spec) {
+  v1::ResidentSource src;
+  src.set_name(a.name);
+  src.set_version(a.version);
+  *src.mutable_header() = HeaderToProto(a.meta.dtype, a.meta.shape);
+  *src.mutable_mesh() = MeshToProto(a.mesh);
+  *src.mutable_spec() = SpecToProto(a.spec);
+  for (const std::string& address : a.addresses) src.add_holders(address);
+  *src.mutable_job_spec() = SpecToProto(job_spec);
+  return src;
+}
+
+// Device `d`'s job header.
+v1::ShardRequest JobRequest(const std::string& job_id, const JobPlan& plan,
+                            int64_t d, const ShardCallContext& common) {
+  v1::ShardRequest request;
+  v1::ShardJob* job = request.mutable_job();
+  for (const WorkerPool::Worker& w : *common.workers) {
+    job->add_device_addresses(w.address);
+    job->add_device_incarnations(w.incarnation);
+  }
+  job->set_ticket((*common.tickets)[d]);
+  job->set_worker_id(TicketOwner((*common.workers)[d], common.epoch));
+  job->set_collective_timeout_ms(
+      absl::ToInt64Milliseconds(common.collective_timeout));
+  // Workers drop late peer frames of jobs they finished by this id, so it
+  // must not repeat across coordinator starts (job-0 comes again).
+  job->set_job_id(absl::StrCat(job_id, "@", common.epoch));
+  job->set_function(plan.function.name());
+  *job->mutable_mesh() = MeshToProto(plan.mesh);
+  job->set_device_id(d);
+  job->set_kwargs_json(plan.kwargs_json);
+  for (const ArgPlan& a : plan.args) {
+    *job->add_args() = HeaderToProto(a.meta.dtype, a.layout.block_shape());
+  }
+  for (int o = 0; o < static_cast<int>(plan.out_specs.size()); ++o) {
+    job->add_send_outputs(plan.StoredAs(o).empty() &&
+                          plan.IsOutputRepresentative(o, d));
+  }
+  for (const ArgPlan& a : plan.args) {
+    *job->add_resident_args() = a.resident.has_value()
+                                    ? SourceOf(*a.resident, a.spec)
+                                    : v1::ResidentSource();
+  }
+  for (int o = 0; o < static_cast<int>(plan.resident_outputs.size()); ++o) {
+    v1::ResidentTarget* t = job->add_resident_outputs();
+    if (plan.StoredAs(o).empty()) continue;
+    t->set_name(plan.StoredAs(o));
+    t->set_version((*common.output_versions)[o]);
+    *t->mutable_spec() = SpecToProto(plan.out_specs[o]);
+  }
+  for (size_t i = 0; i < plan.states.size(); ++i) {
+    const StatePlan& st = plan.states[i];
+    v1::StateSlot* slot = job->add_states();
+    slot->set_slot(st.slot);
+    *slot->mutable_source() = SourceOf(st.array, st.spec);
+    slot->set_write(st.write);
+    slot->set_write_version((*common.state_versions)[i]);
+  }
+  job->set_two_phase(common.two_phase);
+  return request;
+}
+
+// Sends device `d`'s blocks of the arguments that travel with the job;
+// false if the stream broke.
+bool SendArguments(const JobPlan& plan, int64_t d,
+                   const std::vector<Tensor>& inputs, ShardChannel& ch) {
+  for (size_t i = 0; i < plan.args.size(); ++i) {
+    const ArgPlan& a = plan.args[i];
+    if (a.resident.has_value()) continue;  // the worker fetches it
+    BlockRegion region(a.layout.global_shape(), a.layout.block_shape(),
+                       a.layout.BlockOrigin(d), ItemSize(a.meta.dtype));
+    const uint8_t* base = inputs[i].data();
+    const bool ok = SendChunks(
+        static_cast<uint32_t>(i), region.num_bytes(),
+        [&](size_t offset, size_t length, uint8_t* dst) {
+          region.CopyOut(base, offset, length, dst);
+        },
+        [&](v1::ArrayChunk&& chunk) {
+          v1::ShardRequest r;
+          *r.mutable_chunk() = std::move(chunk);
+          return ch.Write(r);
+        });
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// Takes the worker's ShardOutputs and reads the chunks of the outputs the
+// coordinator keeps; the stream stays open.
+absl::StatusOr<DeviceResult> ReceiveOutputs(const JobPlan& plan, int64_t d,
+                                            const ShardCallContext& common,
+                                            const v1::ShardOutputs& outputs,
+                                            ShardChannel& ch) {
+  DeviceResult result;
+  absl::StatusOr<DeviceDigests> digests = DigestsFromProto(plan, outputs);
+  if (!digests.ok()) return Abandon(ch, digests.status());
+  result.digests = *std::move(digests);
+  std::vector<size_t> sizes;
+  std::vector<ChunkSequencer::Sink> sinks;
+  for (int o = 0; o < static_cast<int>(plan.out_specs.size()); ++o) {
+    auto meta = HeaderFromProto(outputs.outputs(o), absl::StrCat("output ", o));
+    if (!meta.ok()) return Abandon(ch, meta.status());
+    result.outputs.push_back(*meta);
+    if (!plan.StoredAs(o).empty() || !plan.IsOutputRepresentative(o, d)) {
+      result.blocks.emplace_back(std::nullopt);
+      sizes.push_back(0);
+      sinks.push_back(nullptr);
+      continue;
+    }
+    const uint64_t returned =
+        common.returned_bytes->fetch_add(meta->num_bytes()) + meta->num_bytes();
+    if (plan.input_bytes() + returned > common.max_job_bytes) {
+      return Abandon(
+          ch, absl::ResourceExhaustedError(absl::StrCat(
+                  "the job's arguments (", plan.input_bytes(),
+                  " bytes) and the outputs it returns (at least ", returned,
+                  " bytes) are over the coordinator's "
+                  "--max-job-bytes of ",
+                  common.max_job_bytes,
+                  " bytes; store large outputs as resident arrays "
+                  "(--out @NAME) instead")));
+    }
+    auto t = Tensor::Create(meta->dtype, meta->shape);
+    if (!t.ok()) return Abandon(ch, t.status());
+    result.blocks.emplace_back(*std::move(t));
+    sizes.push_back(meta->num_bytes());
+    sinks.push_back(ChunkSequencer::Into(*result.blocks.back()));
+  }
+  ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "output");
+  v1::ShardResponse response;
+  while (!sequencer.done() && ch.Read(&response)) {
+    absl::Status s =
+        response.has_chunk()
+            ? sequencer.Accept(response.chunk())
+            : absl::InternalError("unexpected message after outputs");
+    if (!s.ok()) return Abandon(ch, s);
+  }
+  if (!sequencer.done()) {
+    SHARD_RETURN_IF_ERROR(ch.Finish());
+    SHARD_RETURN_IF_ERROR(sequencer.Finish());
+  }
+  return result;
+}
+
+}  // namespace
+
+std::string TicketOwner(const WorkerPool::Worker& w, uint64_t epoch) {
+  return absl::StrCat(w.id, "@", epoch);
+}
+
+absl::StatusOr<DeviceResult> RunShardCall(const std::string& job_id,
+                                          const JobPlan& plan, int64_t d,
+                                          const ShardCallContext& context,
+                                          const std::vector<Tensor>& inputs,
+                                          ShardChannel& ch) {
+  bool ok = ch.Write(JobRequest(job_id, plan, d, context)) &&
+            SendArguments(plan, d, inputs, ch);
+  // A two-phase job keeps its stream open for the commit decision.
+  if (ok && !context.two_phase) ch.WritesDone();
+  v1::ShardResponse response;
+  if (!ok || !ch.Read(&response)) {
+    absl::Status s = ch.Finish();
+    if (s.ok()) {
+      s = absl::InternalError("worker closed the stream without outputs");
+    }
+    return s;
+  }
+  if (!response.has_outputs()) {
+    return Abandon(ch, absl::InternalError(absl::StrCat(
+                           "worker answered ", plan.function.name(),
+                           " without ShardOutputs")));
+  }
+  SHARD_ASSIGN_OR_RETURN(
+      DeviceResult result,
+      ReceiveOutputs(plan, d, context, response.outputs(), ch));
+  if (context.two_phase) return result;  // SendDecision ends the stream.
+  while (ch.Read(&response)) {
+  }
+  SHARD_RETURN_IF_ERROR(ch.Finish());
+  return result;
+}
+
+absl::Status SendDecision(ShardChannel& ch, bool commit) {
+  v1::ShardRequest decision;
+  decision.mutable_decision()->set_commit(commit);
+  ch.Write(decision);
+  ch.WritesDone();
+  v1::ShardResponse ignored;
+  while (ch.Read(&ignored)) {
+  }
+  return ch.Finish();
+}
+
+}  // namespace shardmap

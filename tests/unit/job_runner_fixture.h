@@ -1,0 +1,90 @@
+// Test helper shared by the job runner's unit tests: fake workers
+// (tests/unit/fake_shard_channel.h) answering an identity job, a resident
+// index, and ways to run a job against them.
+#ifndef SHARDMAP_TESTS_UNIT_JOB_RUNNER_FIXTURE_H_
+#define SHARDMAP_TESTS_UNIT_JOB_RUNNER_FIXTURE_H_
+
+#include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "server/job_runner.h"
+#include "server/resident_index.h"
+#include "tests/unit/fake_shard_channel.h"
+#include "tests/unit/test_jobs.h"
+
+namespace shardmap {
+
+class JobRunnerFixture : public ::testing::Test {
+ protected:
+  JobRunnerFixture() { spdlog::set_level(spdlog::level::off); }
+
+  // The job's argument: 0, 1, 2, ... (two per device).
+  Tensor Input(int devices) {
+    std::vector<float> v;
+    for (int i = 0; i < 2 * devices; ++i) v.push_back(i);
+    return Floats(v);
+  }
+  // Device d's block of Input: what identity answers.
+  Tensor Block(int d) { return Floats({2.0f * d, 2.0f * d + 1}); }
+
+  absl::StatusOr<std::vector<JobOutput>> Run(
+      JobRunner& runner, const JobPlan& plan, int devices,
+      const std::function<bool()>& cancelled = nullptr) {
+    std::vector<Tensor> inputs;
+    inputs.push_back(Input(devices));
+    return runner.Run("job-7", plan, std::move(inputs), workers_,
+                      connector_.Now() + absl::Seconds(10), cancelled);
+  }
+  // Runs the job on another thread; once device `done` has finished and
+  // device `waiting` waits, moves the fake clock past the job's deadline.
+  absl::StatusOr<std::vector<JobOutput>> RunPastDeadline(JobRunner& runner,
+                                                         const JobPlan& plan,
+                                                         int devices, int done,
+                                                         int waiting) {
+    std::optional<absl::StatusOr<std::vector<JobOutput>>> out;
+    std::thread job([&] { out = Run(runner, plan, devices); });
+    EXPECT_TRUE(connector_.WaitFor([&] {
+      return connector_.FinishedLocked(workers_[done].address) == 1 &&
+             connector_.WaitingLocked(workers_[waiting].address) == 1;
+    }));
+    connector_.Advance(absl::Seconds(11));
+    job.join();
+    return *std::move(out);
+  }
+  // Every device answers identity's block (stored outputs: header only).
+  void AnswerAll(const JobPlan& plan, int devices) {
+    for (int d = 0; d < devices; ++d) {
+      FakeWorkerScript s;
+      s.responses = FakeAnswer(plan, d, {Block(d)});
+      connector_.Script(workers_[d].address, s);
+    }
+  }
+  // An index holding `name` as float32[4] P('x') over x=2 on w0, w1.
+  uint64_t Resident(const std::string& name) {
+    ResidentArray a;
+    a.name = name;
+    a.meta = ArrayMeta{DType::kFloat32, {4}};
+    a.mesh = *Mesh::Create({{"x", 2}});
+    a.spec = *PartitionSpec::Parse("P('x')");
+    a.worker_ids = {"w0", "w1"};
+    a.addresses = {workers_[0].address, workers_[1].address};
+    a.version = index_.NextVersion();
+    index_.Commit(a);
+    return a.version;
+  }
+
+  std::vector<WorkerPool::Worker> workers_ = TestWorkers(4);
+  FakeWorkerConnector connector_;
+  ResidentIndex index_{[](const std::string&) { return true; }};
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_TESTS_UNIT_JOB_RUNNER_FIXTURE_H_

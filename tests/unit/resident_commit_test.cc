@@ -1,0 +1,128 @@
+// Tests of the resident commit of a job (server/resident_commit.h) through
+// the job runner with fake workers: a commit every worker confirms is
+// published; one a worker refuses or does not confirm in time publishes
+// nothing, keeps the previous version, and has every worker drop the
+// version it wrote; a job cancelled before its decision commits nothing.
+#include "server/resident_commit.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tests/unit/job_runner_fixture.h"
+#include "tests/unit/status_matchers.h"
+
+namespace shardmap {
+namespace {
+
+class ResidentCommitTest : public JobRunnerFixture {};
+
+TEST_F(ResidentCommitTest, ACommitEveryWorkerConfirmsIsPublished) {
+  const uint64_t before = Resident("A");
+  workers_.resize(2);
+  const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
+  AnswerAll(plan, 2);
+  JobRunner runner(JobRunner::Options{}, &connector_, &index_);
+  auto out = Run(runner, plan, 2);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].stored_as, "A");
+  EXPECT_FALSE((*out)[0].data.has_value());
+  auto a = index_.Find("A");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_GT(a->version, before);
+  EXPECT_EQ(a->version, connector_.Sent(workers_[0].address)[0]
+                            .job()
+                            .resident_outputs(0)
+                            .version());
+  for (const WorkerPool::Worker& w : workers_) {
+    EXPECT_EQ(connector_.Decisions(w.address), std::vector<bool>{true});
+    EXPECT_TRUE(connector_.Drops(w.address).empty());
+  }
+}
+
+TEST_F(ResidentCommitTest, ACommitOneWorkerRefusesPublishesNothingAndIsUndone) {
+  const uint64_t before = Resident("A");
+  workers_.resize(2);
+  const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
+  AnswerAll(plan, 2);
+  FakeWorkerScript full;
+  full.responses = FakeAnswer(plan, 1, {Block(1)});
+  full.commit_finish = absl::ResourceExhaustedError(
+      "cannot write /state/arrays/A/v9.npy: No space left on device");
+  connector_.Script(workers_[1].address, full);
+  JobRunner runner(JobRunner::Options{}, &connector_, &index_);
+  auto out = Run(runner, plan, 2);
+  EXPECT_TRUE(
+      StatusIs(out.status(), absl::StatusCode::kResourceExhausted,
+               {"job job-7 is not committed", "device 1", "worker w1",
+                "did not confirm its writes", "keep their previous versions",
+                "No space left on device"}));
+  // The index still has the previous version.
+  auto a = index_.Find("A");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->version, before);
+  // Both were told to commit, and then to drop exactly the new version.
+  const uint64_t written = connector_.Sent(workers_[0].address)[0]
+                               .job()
+                               .resident_outputs(0)
+                               .version();
+  ASSERT_GT(written, before);
+  for (const WorkerPool::Worker& w : workers_) {
+    EXPECT_EQ(connector_.Decisions(w.address), std::vector<bool>{true});
+    EXPECT_EQ(connector_.Drops(w.address),
+              (std::vector<std::pair<std::string, uint64_t>>{{"A", written}}))
+        << w.address;
+  }
+}
+
+TEST_F(ResidentCommitTest, ACommitThatTimesOutPublishesNothingAndIsUndone) {
+  const uint64_t before = Resident("A");
+  workers_.resize(2);
+  const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
+  AnswerAll(plan, 2);
+  FakeWorkerScript hung;  // applies its writes and never says so
+  hung.responses = FakeAnswer(plan, 1, {Block(1)});
+  hung.block_after_commit = true;
+  connector_.Script(workers_[1].address, hung);
+  JobRunner runner(JobRunner::Options{}, &connector_, &index_);
+  auto out = RunPastDeadline(runner, plan, 2, /*done=*/0, /*waiting=*/1);
+  EXPECT_TRUE(StatusIs(out.status(), absl::StatusCode::kDeadlineExceeded,
+                       {"is not committed", "device 1"}));
+  EXPECT_EQ(index_.Find("A")->version, before);
+  EXPECT_EQ(connector_.Drops(workers_[1].address).size(), 1u);
+  EXPECT_EQ(connector_.Drops(workers_[0].address).size(), 1u);
+}
+
+TEST_F(ResidentCommitTest, ACancelBeforeTheDecisionCommitsNothing) {
+  const uint64_t before = Resident("A");
+  workers_.resize(2);
+  const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
+  AnswerAll(plan, 2);
+  FakeWorkerScript slow;
+  slow.block_read = 0;
+  connector_.Script(workers_[1].address, slow);
+  JobRunner::Options options;
+  options.liveness_poll = absl::Milliseconds(1);
+  JobRunner runner(options, &connector_, &index_);
+  // The client goes away once device 0 has answered (its writes are
+  // staged, waiting for the decision).
+  auto out = Run(runner, plan, 2, [&] {
+    return connector_.Delivered(workers_[0].address) == 1;
+  });
+  EXPECT_TRUE(
+      StatusIs(out.status(), absl::StatusCode::kCancelled, {"device 1"}));
+  // Every stream was cancelled (a worker drops the staged writes of a
+  // stream that ends without a decision): no commit went out, so nothing
+  // needs undoing, and the index keeps the previous version.
+  for (const WorkerPool::Worker& w : workers_) {
+    EXPECT_EQ(connector_.Finished(w.address), 1) << w.address;
+    EXPECT_TRUE(connector_.Decisions(w.address).empty()) << w.address;
+    EXPECT_TRUE(connector_.Drops(w.address).empty()) << w.address;
+  }
+  EXPECT_EQ(index_.Find("A")->version, before);
+}
+
+}  // namespace
+}  // namespace shardmap
