@@ -122,10 +122,10 @@ class UpCluster:
             self._log.close()
 
 
-def _start(cmd, stderr=subprocess.DEVNULL):
+def _start(cmd, stderr=subprocess.DEVNULL, preexec_fn=None):
     """Starts a server and returns it with the address it announces."""
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr,
-                            text=True)
+                            text=True, preexec_fn=preexec_fn)
     return proc, proc.stdout.readline().strip().rsplit(" ", 1)[-1]
 
 
@@ -172,13 +172,13 @@ class ProcessCluster:
         self.coordinator.stdout.close()
 
     def add_worker(self, *extra, stderr=None, listen="127.0.0.1:0",
-                   who=None):
+                   who=None, preexec_fn=None):
         stderr = self.stderr if stderr is None else stderr
         proc, address = _start(
             [*self.prefix(len(self.workers) if who is None else who),
              f"{BIN}/shardmap-worker",
              "--coordinator", self.address, "--listen", listen,
-             *self.worker_args, *extra], stderr=stderr)
+             *self.worker_args, *extra], stderr=stderr, preexec_fn=preexec_fn)
         self.workers.append(Worker(proc, address))
         return self.workers[-1]
 

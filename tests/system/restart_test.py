@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import storage_test  # noqa: E402
 
 RNG = np.random.default_rng(32)
 REPORT_TIMEOUT = 30  # seconds for the workers to re-register and report
@@ -251,6 +252,61 @@ class CoordinatorRestartTest(unittest.TestCase):
         while "p" in os.listdir(kept) and time.monotonic() < end:
             time.sleep(0.05)
         self.assertEqual(sorted(os.listdir(kept)), ["q"])
+
+
+class UncommittedWriteTest(unittest.TestCase):
+    """A write that one worker cannot persist is not committed (scenario
+    36), and the worker that did apply it drops it again, from memory and
+    from its state directory: neither a coordinator restart (scenario 32)
+    nor a restart of every process brings back anything but the version
+    that was acknowledged."""
+
+    def setUp(self):
+        self.c = Cluster(0)
+        self.state = [os.path.join(self.c.tmp.name, f"state{i}")
+                      for i in range(2)]
+
+    def tearDown(self):
+        self.c.close()
+
+    def test_the_acknowledged_version_survives_every_restart(self):
+        c = self.c
+        c.add_worker("--state-dir", self.state[0])
+        c.add_worker("--state-dir", self.state[1],
+                     preexec_fn=storage_test.limit_file_size(64 << 10))
+        c.wait_for_workers(2)
+        small = RNG.standard_normal((16, 4))
+        code, _, err = c.put("w", small, "x=2", "P('x')")
+        self.assertEqual(code, 0, err)
+        before = c.ls()["w"]
+        big = RNG.standard_normal((64 << 10, 2))  # 512 KiB per block
+        code, _, err = c.put("w", big, "x=2", "P('x')", "--overwrite")
+        self.assertEqual(code, 75, err)
+        self.assertIn("not committed", err)
+        self.assertIn("File too large", err)
+
+        c.restart_coordinator(2)
+        after = c.wait_listed(["w"])
+        self.assertEqual({k: after["w"][k] for k in LAYOUT},
+                         {k: before[k] for k in LAYOUT})
+        code, got, err = c.get("w")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(got, small)
+
+        # Every process killed and started again on its state directory.
+        port = c.address.rsplit(":", 1)[1]
+        c.kill_coordinator()
+        c.kill_workers()
+        c.start_coordinator(port)
+        for d in self.state:
+            c.add_worker("--state-dir", d)
+        c.wait_for_workers(2, timeout=REPORT_TIMEOUT)
+        after = c.wait_listed(["w"])
+        self.assertEqual({k: after["w"][k] for k in LAYOUT},
+                         {k: before[k] for k in LAYOUT})
+        code, got, err = c.get("w")
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(got, small)
 
 
 class CoordinatorRestartUnderLoadTest(unittest.TestCase):

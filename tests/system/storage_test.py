@@ -266,7 +266,7 @@ class SaveTargetTest(Base):
         self.assertEqual(sorted(os.listdir(ckpt)), ["blocks", "manifest.json"])
 
 
-def _limit_file_size(limit):
+def limit_file_size(limit):
     """preexec_fn: files the process writes stop at `limit` bytes, with
     EFBIG (not SIGXFSZ), as on a full disk."""
     def apply():
@@ -294,7 +294,7 @@ class StateDirTest(Base):
         c = self.cluster(0)
         state = [self.path("state0"), self.path("state1")]
         self.start_worker(c, state[0])
-        self.start_worker(c, state[1], preexec_fn=_limit_file_size(64 << 10))
+        self.start_worker(c, state[1], preexec_fn=limit_file_size(64 << 10))
         c.wait_for_workers(2)
         small = RNG.standard_normal((16, 4))
         code, _, err = self.put(c, "w", small)
