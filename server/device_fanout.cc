@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "core/trace_context.h"
+#include "rpc/trace_context.h"
 #include "server/shard_call.h"
 
 namespace shardmap {

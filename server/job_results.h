@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "core/proto_convert.h"
 #include "core/tensor.h"
 #include "server/replication_check.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 

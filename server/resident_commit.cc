@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/status_util.h"
-#include "core/trace_context.h"
+#include "rpc/trace_context.h"
 #include "server/output_assembly.h"
 
 namespace shardmap {

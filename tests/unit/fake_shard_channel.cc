@@ -1,8 +1,8 @@
 #include "tests/unit/fake_shard_channel.h"
 
-#include "core/chunking.h"
 #include "core/digest.h"
-#include "core/proto_convert.h"
+#include "wire/chunking.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 namespace {

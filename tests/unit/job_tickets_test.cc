@@ -16,8 +16,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "core/proto_convert.h"
-#include "core/signature.h"
 #include "server/job_runner.h"
 #include "server/planner.h"
 #include "server/ticket_skipper.h"
@@ -25,6 +23,8 @@
 #include "tests/unit/status_matchers.h"
 #include "tests/unit/test_jobs.h"
 #include "tests/unit/wait_until.h"
+#include "wire/proto_convert.h"
+#include "wire/signature.h"
 
 namespace shardmap {
 namespace {

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/proto_convert.h"
-#include "core/signature.h"
 #include "server/planner.h"
 #include "server/resident_index.h"
 #include "server/worker_pool.h"
+#include "wire/proto_convert.h"
+#include "wire/signature.h"
 
 namespace shardmap {
 
