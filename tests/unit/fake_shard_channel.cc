@@ -247,4 +247,11 @@ std::vector<v1::ShardResponse> FakeAnswer(
   return out;
 }
 
+std::vector<v1::ShardResponse> FakeAnswer(const JobPlan& plan, int64_t device,
+                                          const Tensor& block) {
+  std::vector<Tensor> blocks;
+  blocks.push_back(block.Clone());
+  return FakeAnswer(plan, device, blocks);
+}
+
 }  // namespace shardmap

@@ -140,6 +140,10 @@ std::vector<v1::ShardResponse> FakeAnswer(
     const JobPlan& plan, int64_t device, const std::vector<Tensor>& blocks,
     const std::vector<uint64_t>& state_digests = {});
 
+// The same for a function with one output.
+std::vector<v1::ShardResponse> FakeAnswer(const JobPlan& plan, int64_t device,
+                                          const Tensor& block);
+
 }  // namespace shardmap
 
 #endif  // SHARDMAP_TESTS_UNIT_FAKE_SHARD_CHANNEL_H_

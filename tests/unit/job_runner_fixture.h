@@ -62,7 +62,7 @@ class JobRunnerFixture : public ::testing::Test {
   void AnswerAll(const JobPlan& plan, int devices) {
     for (int d = 0; d < devices; ++d) {
       FakeWorkerScript s;
-      s.responses = FakeAnswer(plan, d, {Block(d)});
+      s.responses = FakeAnswer(plan, d, Block(d));
       connector_.Script(workers_[d].address, s);
     }
   }

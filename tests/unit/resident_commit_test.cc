@@ -48,7 +48,7 @@ TEST_F(ResidentCommitTest, ACommitOneWorkerRefusesPublishesNothingAndIsUndone) {
   const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
   AnswerAll(plan, 2);
   FakeWorkerScript full;
-  full.responses = FakeAnswer(plan, 1, {Block(1)});
+  full.responses = FakeAnswer(plan, 1, Block(1));
   full.commit_finish = absl::ResourceExhaustedError(
       "cannot write /state/arrays/A/v9.npy: No space left on device");
   connector_.Script(workers_[1].address, full);
@@ -83,7 +83,7 @@ TEST_F(ResidentCommitTest, ACommitThatTimesOutPublishesNothingAndIsUndone) {
   const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
   AnswerAll(plan, 2);
   FakeWorkerScript hung;  // applies its writes and never says so
-  hung.responses = FakeAnswer(plan, 1, {Block(1)});
+  hung.responses = FakeAnswer(plan, 1, Block(1));
   hung.block_after_commit = true;
   connector_.Script(workers_[1].address, hung);
   JobRunner runner(JobRunner::Options{}, &connector_, &index_);
