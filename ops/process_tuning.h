@@ -23,7 +23,7 @@ namespace shardmap {
 //    what a read leaves unused for the next one, so after a burst of large
 //    jobs each busy connection sat on MiBs of read buffer while idle
 //    (26 MiB live in all in one coordinator, 4 MiB in a worker). Without it a
-//    read takes one buffer of at most the max read chunk core/channel.cc
+//    read takes one buffer of at most the max read chunk rpc/channel.cc
 //    sets, and an idle connection keeps at most that.
 //  - Abseil's mutex deadlock detection, on in Debian's build, records every
 //    lock acquisition in a process-wide graph. It is a debugging aid that

@@ -19,7 +19,7 @@ namespace {
 // messages only take more system calls (one per 256 KiB): job_bench (a
 // 256 MiB job) and collective_bench (psum of 64 MiB over gRPC), run
 // interleaved against the 4 MiB default, showed no slowdown beyond the
-// noise of a loaded machine. See core/process_tuning.h.
+// noise of a loaded machine. See ops/process_tuning.h.
 constexpr int kMaxReadChunkBytes = 256 << 10;
 
 }  // namespace
