@@ -218,11 +218,13 @@ class ShardJobTest : public ::testing::Test {
     stream.Push(request);
   }
 
-  // Queues job-a: `function` over {3}, its output stored as "r",
-  // two-phase.
+  // Queues `job_id` of `ticket`: `function` over {3}, its output stored
+  // as "r", two-phase.
   static void SendStoringJob(FakeShardStream& stream,
-                             const std::string& function = "add_one") {
-    v1::ShardJob header = Header("job-a", 0, {3}, function);
+                             const std::string& function = "add_one",
+                             const std::string& job_id = "job-a",
+                             uint64_t ticket = 0) {
+    v1::ShardJob header = Header(job_id, ticket, {3}, function);
     StoreOutput(&header, "r");
     Send(stream, header, {3});
   }
@@ -594,12 +596,12 @@ TEST_F(ShardJobTest, ACoordinatorGoneWhileSendingEndsTheJob) {
                        {"coordinator went away"}));
   // A job that stores its output: its staged write is dropped.
   FakeShardStream storing;
-  SendStoringJob(storing);
+  SendStoringJob(storing, "add_one", "job-b", 1);
   Decide(storing, true);
   storing.FailWritesFrom(0);
   EXPECT_TRUE(StatusIs(RunJob(storing), absl::StatusCode::kCancelled,
                        {"coordinator went away"}));
-  ExpectNothingStored();
+  ExpectNothingStored("job-b");
 }
 
 TEST_F(ShardJobTest, ACommitThatCannotBePersistedFailsTheJob) {
