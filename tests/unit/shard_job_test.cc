@@ -428,6 +428,7 @@ TEST_F(ShardJobTest, AFailedJobHandsItsTurnOn) {
   Send(failing, Header("job-a", 0, {1}, "refuse"), {1});
   EXPECT_TRUE(StatusIs(RunJob(failing), absl::StatusCode::kFailedPrecondition,
                        {"refuse: not today"}));
+  runs_ = 0;  // so a wait of the next job is seen (and cancelled) at once
   FakeShardStream next;
   std::atomic<bool> waited{false};
   next.set_on_cancelled_check(CancelIfWaiting(runs_, &waited));
