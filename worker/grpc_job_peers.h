@@ -7,10 +7,10 @@
 #ifndef SHARDMAP_WORKER_GRPC_JOB_PEERS_H_
 #define SHARDMAP_WORKER_GRPC_JOB_PEERS_H_
 
-#include "worker/block_reader.h"
-#include "worker/grpc_peer_transport.h"
 #include "worker/job_peers.h"
-#include "worker/shm_network.h"
+#include "worker/store/block_reader.h"
+#include "worker/transport/grpc/grpc_peer_transport.h"
+#include "worker/transport/shm/shm_network.h"
 
 namespace shardmap {
 

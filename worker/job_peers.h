@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "shardmap/v1/worker.pb.h"
-#include "worker/peer_transport.h"
+#include "worker/transport/peer_transport.h"
 
 namespace shardmap {
 

@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/block_math.h"
-#include "core/proto_convert.h"
 #include "core/status_util.h"
-#include "worker/block_fetch.h"
+#include "wire/proto_convert.h"
+#include "worker/store/block_fetch.h"
 
 namespace shardmap {
 

@@ -16,7 +16,7 @@
 #include "core/tensor.h"
 #include "shardmap/v1/worker.pb.h"
 #include "worker/job_peers.h"
-#include "worker/resident_store.h"
+#include "worker/store/resident_store.h"
 
 namespace shardmap {
 

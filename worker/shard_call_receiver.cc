@@ -6,9 +6,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/block_math.h"
-#include "core/chunking.h"
-#include "core/proto_convert.h"
 #include "core/status_util.h"
+#include "wire/chunking.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 namespace {

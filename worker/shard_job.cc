@@ -6,12 +6,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "core/chunking.h"
 #include "core/digest.h"
-#include "core/proto_convert.h"
 #include "core/replication.h"
 #include "core/status_util.h"
-#include "worker/communicator.h"
+#include "wire/chunking.h"
+#include "wire/proto_convert.h"
+#include "worker/collectives/communicator.h"
 #include "worker/job_residents.h"
 
 namespace shardmap {

@@ -29,10 +29,10 @@
 #include "worker/job_peers.h"
 #include "worker/job_sequencer.h"
 #include "worker/memory_budget.h"
-#include "worker/resident_store.h"
 #include "worker/shard_call_receiver.h"
 #include "worker/shard_executor.h"
 #include "worker/shard_stream.h"
+#include "worker/store/resident_store.h"
 
 namespace shardmap {
 

@@ -3,11 +3,12 @@
 #include <cstring>
 #include <memory>
 
-#include "core/chunking.h"
 #include "core/status_util.h"
-#include "core/trace_context.h"
-#include "worker/block_fetch.h"
-#include "worker/checkpoint_blocks.h"
+#include "rpc/grpc_status.h"
+#include "rpc/trace_context.h"
+#include "wire/chunking.h"
+#include "worker/store/block_fetch.h"
+#include "worker/store/checkpoint_blocks.h"
 
 namespace shardmap {
 namespace {

@@ -11,16 +11,16 @@
 
 #include <cstdint>
 
-#include "core/drain_gate.h"
+#include "rpc/drain_gate.h"
 #include "shardmap/v1/worker.grpc.pb.h"
 #include "worker/grpc_job_peers.h"
-#include "worker/grpc_peer_transport.h"
 #include "worker/job_sequencer.h"
 #include "worker/memory_budget.h"
-#include "worker/resident_store.h"
 #include "worker/shard_executor.h"
 #include "worker/shard_job.h"
-#include "worker/shm_network.h"
+#include "worker/store/resident_store.h"
+#include "worker/transport/grpc/grpc_peer_transport.h"
+#include "worker/transport/shm/shm_network.h"
 
 namespace shardmap {
 

@@ -23,15 +23,15 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "core/chunking.h"
 #include "core/digest.h"
-#include "core/proto_convert.h"
-#include "core/signature.h"
 #include "core/status_util.h"
 #include "tests/unit/status_matchers.h"
 #include "tests/unit/temp_dir.h"
 #include "tests/unit/wait_until.h"
-#include "worker/function_registry.h"
+#include "wire/chunking.h"
+#include "wire/proto_convert.h"
+#include "wire/signature.h"
+#include "worker/functions/function_registry.h"
 
 namespace shardmap {
 namespace {
