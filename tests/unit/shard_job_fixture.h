@@ -236,6 +236,10 @@ class ShardJobTest : public ::testing::Test {
     EXPECT_TRUE(store_->All().empty());
   }
 
+  // Runs job-b, ticket 1, over {x}, cancelling it at once if it waits for
+  // its turn: true if it ran without waiting.
+  bool NextRunsWithoutWaiting(float x);
+
   ShardJob::Services services() {
     return {&executor_, &peers_, store_, &sequencer_, budget_};
   }
@@ -301,6 +305,17 @@ inline std::function<bool()> CancelIfWaiting(const std::atomic<int>& runs,
     *waited = true;
     return true;
   };
+}
+
+inline bool ShardJobTest::NextRunsWithoutWaiting(float x) {
+  runs_ = 0;
+  FakeShardStream next;
+  std::atomic<bool> waited{false};
+  next.set_on_cancelled_check(CancelIfWaiting(runs_, &waited));
+  Send(next, Header("job-b", 1, {x}), {x});
+  const absl::Status s = RunJob(next);
+  EXPECT_TRUE(s.ok()) << s;
+  return s.ok() && !waited;
 }
 
 }  // namespace shardmap

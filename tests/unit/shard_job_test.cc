@@ -103,12 +103,7 @@ TEST_F(ShardJobTest, AJobWaitsForTheTicketBeforeIt) {
 
 TEST_F(ShardJobTest, ASkippedTicketLetsTheNextGo) {
   sequencer_.Skip("worker-a", 0);
-  FakeShardStream stream;
-  std::atomic<bool> waited{false};
-  stream.set_on_cancelled_check(CancelIfWaiting(runs_, &waited));
-  Send(stream, Header("job-b", 1, {5}), {5});
-  EXPECT_TRUE(RunJob(stream).ok());
-  EXPECT_FALSE(waited);
+  EXPECT_TRUE(NextRunsWithoutWaiting(5));
   EXPECT_EQ(ran(), (std::vector<float>{5}));
 }
 
@@ -122,12 +117,8 @@ TEST_F(ShardJobTest, AJobThatCannotBeReceivedGivesItsTicketUp) {
   EXPECT_TRUE(
       StatusIs(RunJob(bad), absl::StatusCode::kInvalidArgument, {"args[0]"}));
 
-  FakeShardStream next;
-  std::atomic<bool> waited{false};
-  next.set_on_cancelled_check(CancelIfWaiting(runs_, &waited));
-  Send(next, Header("job-b", 1, {7}), {7});
-  EXPECT_TRUE(RunJob(next).ok());
-  EXPECT_FALSE(waited) << "ticket 1 waited for the ticket of a failed receive";
+  EXPECT_TRUE(NextRunsWithoutWaiting(7))
+      << "ticket 1 waited for the ticket of a failed receive";
   EXPECT_EQ(ran(), (std::vector<float>{7}));
 }
 
@@ -136,13 +127,7 @@ TEST_F(ShardJobTest, AFailedJobHandsItsTurnOn) {
   Send(failing, Header("job-a", 0, {1}, "refuse"), {1});
   EXPECT_TRUE(StatusIs(RunJob(failing), absl::StatusCode::kFailedPrecondition,
                        {"refuse: not today"}));
-  runs_ = 0;  // so a wait of the next job is seen (and cancelled) at once
-  FakeShardStream next;
-  std::atomic<bool> waited{false};
-  next.set_on_cancelled_check(CancelIfWaiting(runs_, &waited));
-  Send(next, Header("job-b", 1, {2}), {2});
-  EXPECT_TRUE(RunJob(next).ok());
-  EXPECT_FALSE(waited);
+  EXPECT_TRUE(NextRunsWithoutWaiting(2));
 }
 
 TEST_F(ShardJobTest, AStreamWithoutAHeaderIsRefused) {
