@@ -97,13 +97,15 @@ absl::Status SyncDirectory(const std::string& dir) {
   return absl::OkStatus();
 }
 
-absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::Span<const absl::string_view> pieces) {
+absl::Status WriteFileAtomicallyAt(int dir_fd, const std::string& name,
+                                   const std::string& path,
+                                   absl::Span<const absl::string_view> pieces) {
   static std::atomic<uint64_t> counter{0};
   const std::string tmp =
-      absl::StrCat(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
-  const int fd = ::open(
-      tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+      absl::StrCat(name, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
+  const int fd =
+      ::openat(dir_fd, tmp.c_str(),
+               O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return FileError("create", path, errno);
   int err = 0;
   for (absl::string_view piece : pieces) {
@@ -118,15 +120,33 @@ absl::Status WriteFileAtomically(const std::string& path,
     err = errno;
     step = "close";
   }
-  if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (err == 0 && ::renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) {
     err = errno;
     step = "rename a temporary file to";
   }
   if (err != 0) {
-    ::unlink(tmp.c_str());
+    ::unlinkat(dir_fd, tmp.c_str(), 0);
     return FileError(step, path, err);
   }
-  return SyncDirectory(Directory(path));
+  // Some file systems cannot sync a directory; their renames are as
+  // durable as they get.
+  if (::fsync(dir_fd) != 0 && errno != EINVAL && errno != ENOTSUP) {
+    return FileError("sync directory", Directory(path), errno);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::Span<const absl::string_view> pieces) {
+  const int dir_fd =
+      ::open(Directory(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return FileError("create", path, errno);
+  const size_t slash = path.rfind('/');
+  absl::Status s = WriteFileAtomicallyAt(
+      dir_fd, slash == std::string::npos ? path : path.substr(slash + 1), path,
+      pieces);
+  ::close(dir_fd);
+  return s;
 }
 
 }  // namespace shardmap

@@ -26,6 +26,14 @@ namespace shardmap {
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::Span<const absl::string_view> pieces);
 
+// As WriteFileAtomically, for the file `name` (one path segment) in the
+// open directory `dir_fd`: the temporary file, the rename and the sync all
+// stay in that directory, whatever happens to its path meanwhile. `path`
+// names the file in errors.
+absl::Status WriteFileAtomicallyAt(int dir_fd, const std::string& name,
+                                   const std::string& path,
+                                   absl::Span<const absl::string_view> pieces);
+
 // Reads the regular file `path` (not through a symbolic link) whole.
 // NOT_FOUND if it does not exist; INVALID_ARGUMENT if it is not a regular
 // file or is larger than `max_bytes`; read errors as above.

@@ -1,9 +1,9 @@
-// gRPC glue for the Worker service: receives one device's job (header, then
-// argument chunks), waits for its turn (JobSequencer), runs it through the
-// ShardExecutor with a communicator over the peer transport, and streams
-// back the output headers, digests and the chunks the coordinator asked
-// for. A cancelled call (the coordinator aborts the job) releases any
-// collective the job is waiting in.
+// gRPC glue for the Worker service. RunShard adapts its call to a ShardJob
+// (worker/shard_job.h), which owns the job's lifecycle (receive, turn,
+// execute, send, two-phase decision); a cancelled call (the coordinator
+// aborts the job) releases any collective the job is waiting in. The other
+// RPCs serve the resident store: block reads, drops, checkpoint blocks,
+// and the job order's skipped tickets.
 //
 // Thread-safe: each RunShard call is independent.
 #ifndef SHARDMAP_WORKER_WORKER_SERVICE_H_
@@ -13,10 +13,11 @@
 
 #include "rpc/drain_gate.h"
 #include "shardmap/v1/worker.grpc.pb.h"
+#include "worker/grpc_job_peers.h"
 #include "worker/job_sequencer.h"
 #include "worker/memory_budget.h"
 #include "worker/shard_executor.h"
-#include "worker/store/block_reader.h"
+#include "worker/shard_job.h"
 #include "worker/store/resident_store.h"
 #include "worker/transport/grpc/grpc_peer_transport.h"
 #include "worker/transport/shm/shm_network.h"
@@ -44,10 +45,10 @@ class WorkerService final : public v1::Worker::Service {
                 PeerNetwork* network, JobSequencer* sequencer,
                 ResidentStore* store)
       : options_(options),
-        executor_(executor),
-        network_(network),
         sequencer_(sequencer),
-        store_(store) {}
+        store_(store),
+        peers_(network, options.shm),
+        job_services_{executor, &peers_, store, sequencer, options.budget} {}
 
   grpc::Status RunShard(
       grpc::ServerContext* context,
@@ -71,22 +72,11 @@ class WorkerService final : public v1::Worker::Service {
                            v1::SkipTicketsResponse* response) override;
 
  private:
-  absl::Status FetchResidents(const v1::ShardJob& header, const Mesh& mesh,
-                              int64_t device, absl::Time deadline,
-                              std::vector<Tensor>* args,
-                              std::map<std::string, Tensor>* states);
-  // Stages the job's resident writes; stored outputs are moved out of
-  // `outputs`, not copied.
-  absl::Status StageWrites(const v1::ShardJob& header, const Mesh& mesh,
-                           int64_t device, std::vector<Tensor>& outputs,
-                           std::map<std::string, Tensor>* states);
-
   const Options options_;
-  const ShardExecutor* const executor_;  // Not owned.
-  PeerNetwork* const network_;           // Not owned.
-  JobSequencer* const sequencer_;        // Not owned.
-  ResidentStore* const store_;           // Not owned.
-  BlockReader reader_;
+  JobSequencer* const sequencer_;  // Not owned.
+  ResidentStore* const store_;     // Not owned.
+  GrpcJobPeers peers_;
+  const ShardJob::Services job_services_;
 };
 
 }  // namespace shardmap

@@ -2,6 +2,7 @@
 // every failure names the path and the system's reason.
 #include "core/atomic_file.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -127,6 +129,39 @@ TEST_F(AtomicFileTest, SyncDirectoryOfAMissingDirectory) {
                        absl::StatusCode::kInternal,
                        {dir_ + "/none", "No such file or directory"}));
   EXPECT_TRUE(SyncDirectory(dir_).ok());
+}
+
+TEST_F(AtomicFileTest, WritingAtADirectoryFdStaysInThatDirectory) {
+  // The directory is opened, then its path is swapped for a symbolic link
+  // to another directory: the write still lands in the opened one.
+  fs::create_directories(dir_ + "/blocks");
+  fs::create_directories(dir_ + "/elsewhere");
+  const int fd =
+      ::open((dir_ + "/blocks").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  fs::rename(dir_ + "/blocks", dir_ + "/moved");
+  fs::create_directory_symlink(dir_ + "/elsewhere", dir_ + "/blocks");
+  const std::string shown = dir_ + "/blocks/f";
+  absl::Status s = WriteFileAtomicallyAt(fd, "f", shown, {"abc", "def"});
+  ::close(fd);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(Read(dir_ + "/moved/f"), "abcdef");
+  EXPECT_TRUE(fs::is_empty(dir_ + "/elsewhere"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir_ + "/moved"),
+                          fs::directory_iterator()),
+            1);  // no temporary file left
+}
+
+TEST_F(AtomicFileTest, AFailedWriteAtADirectoryFdNamesThePath) {
+  fs::create_directories(dir_ + "/d/f");  // a directory where the file goes
+  const int fd = ::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  absl::Status s = WriteFileAtomicallyAt(fd, "d/f", "shown/path", {"x"});
+  ::close(fd);
+  EXPECT_TRUE(StatusIs(
+      s, absl::StatusCode::kInternal,
+      {"cannot rename a temporary file to shown/path", "Is a directory"}));
+  EXPECT_EQ(Entries(), 1);  // only "d": the temporary file is gone
 }
 
 }  // namespace

@@ -116,6 +116,60 @@ TEST_F(CheckpointBlocksTest, RefusesSymbolicLinks) {
                absl::StatusCode::kDataLoss, {"symbolic link"}));
 }
 
+TEST_F(CheckpointBlocksTest, ASymbolicLinkInPlaceOfABlockFileIsRefused) {
+  // A block file replaced by a link to a file outside the checkpoint: not
+  // read, and not written through.
+  auto digest = SaveCheckpointBlock(store_, Save("blocks/0-0.npy"));
+  ASSERT_TRUE(digest.ok()) << digest.status();
+  TempDir outside("checkpoint_blocks_outside");
+  const std::string target = outside.path() + "/secret.npy";
+  fs::copy_file(dir_ + "/blocks/0-0.npy", target);
+  const std::string file = dir_ + "/blocks/0-0.npy";
+  fs::remove(file);
+  fs::create_symlink(target, file);
+  EXPECT_TRUE(
+      StatusIs(LoadCheckpointBlock(store_, Load("blocks/0-0.npy", *digest)),
+               absl::StatusCode::kDataLoss,
+               {"checkpoint path " + file + " is a symbolic link"}));
+  EXPECT_FALSE(store_.Find("w2", 9).ok());
+  const auto written = fs::last_write_time(target);
+  EXPECT_TRUE(
+      StatusIs(SaveCheckpointBlock(store_, Save("blocks/0-0.npy")).status(),
+               absl::StatusCode::kDataLoss,
+               {"checkpoint path " + file + " is a symbolic link"}));
+  EXPECT_EQ(fs::last_write_time(target), written);
+  EXPECT_TRUE(fs::is_symlink(file));
+}
+
+TEST_F(CheckpointBlocksTest, ASymbolicLinkInPlaceOfTheBlockDirIsRefused) {
+  // The blocks' directory replaced by a link to a directory outside the
+  // checkpoint that holds a block of the same name.
+  auto digest = SaveCheckpointBlock(store_, Save("blocks/0-0.npy"));
+  ASSERT_TRUE(digest.ok()) << digest.status();
+  TempDir outside("checkpoint_blocks_outside");
+  fs::copy_file(dir_ + "/blocks/0-0.npy", outside.path() + "/0-0.npy");
+  fs::remove_all(dir_ + "/blocks");
+  fs::create_directory_symlink(outside.path(), dir_ + "/blocks");
+  const std::string link = dir_ + "/blocks";
+  EXPECT_TRUE(
+      StatusIs(LoadCheckpointBlock(store_, Load("blocks/0-0.npy", *digest)),
+               absl::StatusCode::kDataLoss,
+               {"checkpoint path " + link + " is a symbolic link"}));
+  EXPECT_FALSE(store_.Find("w2", 9).ok());
+  EXPECT_TRUE(
+      StatusIs(SaveCheckpointBlock(store_, Save("blocks/1-0.npy")).status(),
+               absl::StatusCode::kDataLoss,
+               {"checkpoint path " + link + " is a symbolic link"}));
+  EXPECT_FALSE(fs::exists(outside.path() + "/1-0.npy"));
+  // A file where a directory belongs is refused too.
+  fs::remove(link);
+  std::ofstream(link) << "not a directory";
+  EXPECT_TRUE(
+      StatusIs(LoadCheckpointBlock(store_, Load("blocks/0-0.npy", *digest)),
+               absl::StatusCode::kDataLoss,
+               {"checkpoint path " + link + " is not a directory"}));
+}
+
 TEST_F(CheckpointBlocksTest, RefusesAFifoInPlaceOfABlock) {
   auto digest = SaveCheckpointBlock(store_, Save("blocks/0-0.npy"));
   ASSERT_TRUE(digest.ok()) << digest.status();

@@ -65,9 +65,9 @@ class HeldBlocksTest : public ::testing::Test {
 
 TEST_F(HeldBlocksTest, ReportsEveryVersionWithItsLayout) {
   ResidentStore store(dir_);
-  store.Put("p", Block(1, 0));
-  store.Put("p", Block(2, 0));
-  store.Put("m/q", Block(7, 1));
+  ASSERT_TRUE(store.Put("p", Block(1, 0)).ok());
+  ASSERT_TRUE(store.Put("p", Block(2, 0)).ok());
+  ASSERT_TRUE(store.Put("m/q", Block(7, 1)).ok());
   std::vector<v1::HeldBlock> held = HeldBlocks(store);
   ASSERT_EQ(held.size(), 3u);
   EXPECT_EQ(held[0].name(), "m/q");
@@ -89,7 +89,7 @@ TEST_F(HeldBlocksTest, ReportsEveryVersionWithItsLayout) {
 TEST_F(HeldBlocksTest, LayoutSurvivesARestartFromTheDirectory) {
   {
     ResidentStore store(dir_);
-    store.Put("p", Block(3, 1));
+    ASSERT_TRUE(store.Put("p", Block(3, 1)).ok());
   }
   std::unique_ptr<ResidentStore> store = Reopen();
   std::vector<v1::HeldBlock> held = HeldBlocks(*store);
@@ -105,7 +105,7 @@ TEST_F(HeldBlocksTest, LayoutSurvivesARestartFromTheDirectory) {
 TEST_F(HeldBlocksTest, AMalformedLayoutOnDiskIsLeftOut) {
   {
     ResidentStore store(dir_);
-    store.Put("p", Block(3, 1));
+    ASSERT_TRUE(store.Put("p", Block(3, 1)).ok());
   }
   const fs::path file = fs::path(dir_) / "arrays" / "p" / "current.json";
   nlohmann::json meta;
@@ -123,9 +123,9 @@ TEST_F(HeldBlocksTest, AMalformedLayoutOnDiskIsLeftOut) {
 
 TEST_F(HeldBlocksTest, DropsExactlyTheNamedVersions) {
   ResidentStore store(dir_);
-  store.Put("p", Block(1, 0));
-  store.Put("p", Block(2, 0));
-  store.Put("q", Block(5, 0));
+  ASSERT_TRUE(store.Put("p", Block(1, 0)).ok());
+  ASSERT_TRUE(store.Put("p", Block(2, 0)).ok());
+  ASSERT_TRUE(store.Put("q", Block(5, 0)).ok());
   v1::HeldBlock p1, q5, unknown;
   p1.set_name("p");
   p1.set_version(1);
@@ -147,8 +147,8 @@ TEST_F(HeldBlocksTest, DropsExactlyTheNamedVersions) {
 
 TEST_F(HeldBlocksTest, DroppingTheNewestKeepsTheOtherOnDisk) {
   ResidentStore store(dir_);
-  store.Put("p", Block(1, 0));
-  store.Put("p", Block(2, 0));
+  ASSERT_TRUE(store.Put("p", Block(1, 0)).ok());
+  ASSERT_TRUE(store.Put("p", Block(2, 0)).ok());
   v1::HeldBlock p2;
   p2.set_name("p");
   p2.set_version(2);

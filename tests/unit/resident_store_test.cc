@@ -6,18 +6,23 @@
 #include <spdlog/spdlog.h>
 #include <stdlib.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/mutex.h"
 #include "tests/unit/status_matchers.h"
 #include "tests/unit/temp_dir.h"
+#include "tests/unit/wait_until.h"
 
 namespace shardmap {
 namespace {
@@ -187,6 +192,15 @@ class ResidentStoreDirTest : public ::testing::Test {
     EXPECT_TRUE(n.ok()) << n.status();
     *loaded = n.ok() ? *n : -1;
     return store;
+  }
+
+  // Puts a directory (not empty) where `name`'s metadata goes: it can
+  // then be neither replaced nor removed. Returns the metadata's path.
+  fs::path BlockMetadata(const std::string& name) {
+    const fs::path meta = fs::path(dir_) / "arrays" / name / "current.json";
+    fs::remove(meta);
+    fs::create_directories(meta / "x");
+    return meta;
   }
 
   TempDir tmp_{"resident_store_test"};
@@ -470,8 +484,9 @@ TEST_F(ResidentStoreDirTest, AFailedPersistStoresNothing) {
   store.Stage("job", "p", MakeBlock(2, 0, {0}, {4}, 2));
   store.Stage("job", "q", MakeBlock(2, 0, {0}, {4}, 3));
   const std::string q = (fs::path(dir_) / "arrays" / "q").string();
-  EXPECT_TRUE(StatusIs(store.Commit("job"), absl::StatusCode::kInternal,
-                       {"cannot create directory " + q}));
+  EXPECT_TRUE(StatusIs(
+      store.Commit("job"), absl::StatusCode::kInternal,
+      {"cannot create directory " + q + ": ", std::strerror(ENOTDIR)}));
   // Neither block is stored, in memory or on disk: "p" is still version 1.
   EXPECT_FALSE(Has(store, "p", 2));
   EXPECT_FALSE(Has(store, "q", 2));
@@ -491,9 +506,7 @@ TEST_F(ResidentStoreDirTest, AFailedMetadataWriteSwitchesBack) {
   }
   // "b"'s metadata cannot be replaced: a directory is in its place (its
   // data file can be written).
-  const fs::path b_meta = fs::path(dir_) / "arrays" / "b" / "current.json";
-  fs::remove(b_meta);
-  fs::create_directories(b_meta / "x");
+  const fs::path b_meta = BlockMetadata("b");
   ResidentStore store(dir_);
   ASSERT_TRUE(store.LoadDirectory().ok());
   store.Stage("job", "a", MakeBlock(2, 0, {0}, {4}, 3));
@@ -539,15 +552,112 @@ TEST_F(ResidentStoreDirTest, LayoutAndDroppedVersionsSurviveARestart) {
     ASSERT_TRUE(store.LoadDirectory().ok());
     ASSERT_TRUE(store.Put("q", v1).ok());
     ASSERT_TRUE(store.Put("q", v2).ok());
-    store.DropVersion("q", 2);
+    EXPECT_TRUE(store.DropVersion("q", 2).ok());
     EXPECT_TRUE(Has(store, "q", 1));
-    store.DropVersion("p", 2);
+    EXPECT_TRUE(store.DropVersion("p", 2).ok());
   }
   int loaded = -1;
   auto store = Reopen(&loaded);
   EXPECT_EQ(loaded, 1);
   EXPECT_TRUE(Has(*store, "q", 1));
   EXPECT_FALSE(Has(*store, "p", 2));
+}
+
+// A disk whose Persist waits, inside the store's write, until the test
+// lets it go; or fails every write with a given error.
+class FakeDisk final : public ResidentDisk {
+ public:
+  explicit FakeDisk(absl::Status fail = absl::OkStatus())
+      : fail_(std::move(fail)) {}
+  absl::Status Persist(
+      const std::vector<std::pair<std::string, const ResidentBlock*>>&)
+      override {
+    absl::MutexLock lock(&mu_);
+    persisting_ = true;
+    auto released = [this]()
+                        ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !hold_; };
+    // Bounded: a store that blocked its readers fails the test, not hangs.
+    mu_.AwaitWithTimeout(absl::Condition(&released), absl::Seconds(60));
+    persisting_ = false;
+    return fail_;
+  }
+  absl::Status Remove(const std::string&) override { return fail_; }
+  void Load(std::vector<Loaded>*, std::vector<Bad>*) const override {}
+
+  void Hold() {
+    absl::MutexLock lock(&mu_);
+    hold_ = true;
+  }
+  void Release() {
+    absl::MutexLock lock(&mu_);
+    hold_ = false;
+  }
+  bool persisting() {
+    absl::MutexLock lock(&mu_);
+    return persisting_;
+  }
+
+ private:
+  const absl::Status fail_;
+  absl::Mutex mu_;
+  bool hold_ ABSL_GUARDED_BY(mu_) = false;
+  bool persisting_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+TEST(ResidentStoreDiskTest, ReadsGoOnWhileACommitIsPersisted) {
+  auto owned = std::make_unique<FakeDisk>();
+  FakeDisk* disk = owned.get();
+  ResidentStore store(std::move(owned));
+  ASSERT_TRUE(store.Put("p", MakeBlock(1, 0, {0}, {4}, 1)).ok());
+  disk->Hold();
+  store.Stage("job", "p", MakeBlock(2, 0, {0}, {4}, 2));
+  absl::Status committed = absl::UnknownError("not yet");
+  std::thread commit([&] { committed = store.Commit("job"); });
+  ASSERT_TRUE(WaitUntil([&] { return disk->persisting(); }));
+  // The commit is inside its persist: every read answers, on a thread of
+  // its own, so a store that blocked it fails here instead of hanging.
+  std::atomic<bool> read{false};
+  std::thread reader([&] {
+    EXPECT_TRUE(Has(store, "p", 1));
+    EXPECT_FALSE(Has(store, "p", 2));  // not stored before it is persisted
+    EXPECT_EQ(store.All().size(), 1u);
+    EXPECT_EQ(store.Bytes(), 16u);
+    store.Stage("job2", "q", MakeBlock(1, 0, {0}, {4}, 3));
+    read = true;
+  });
+  const bool answered = WaitUntil([&] { return read.load(); });
+  disk->Release();
+  reader.join();
+  commit.join();
+  EXPECT_TRUE(answered) << "a read waited for a persist";
+  EXPECT_TRUE(committed.ok()) << committed;
+  EXPECT_TRUE(Has(store, "p", 2));
+}
+
+TEST(ResidentStoreDiskTest, EveryWriteReturnsTheDisksError) {
+  const absl::Status full = absl::ResourceExhaustedError(
+      "cannot write /state/arrays/p/v2.npy: No space left on device");
+  ResidentStore store(std::make_unique<FakeDisk>(full));
+  store.Stage("job", "p", MakeBlock(2, 0, {0}, {4}, 2));
+  EXPECT_EQ(store.Commit("job"), full);
+  EXPECT_FALSE(Has(store, "p", 2));
+  EXPECT_EQ(store.Put("p", MakeBlock(3, 0, {0}, {4}, 3)), full);
+  EXPECT_FALSE(Has(store, "p", 3));
+  EXPECT_EQ(store.Drop("p"), full);
+  EXPECT_EQ(store.DropVersion("p", 3), absl::OkStatus());  // not held
+}
+
+TEST_F(ResidentStoreDirTest, AFailedRemoveNamesTheFile) {
+  ResidentStore store(dir_);
+  ASSERT_TRUE(store.Put("p", MakeBlock(1, 0, {0}, {4}, 1)).ok());
+  ASSERT_TRUE(store.Put("p", MakeBlock(2, 0, {0}, {4}, 2)).ok());
+  const fs::path meta = BlockMetadata("p");
+  EXPECT_TRUE(StatusIs(store.DropVersion("p", 2), absl::StatusCode::kInternal,
+                       {meta.string()}));
+  EXPECT_FALSE(Has(store, "p", 2));  // dropped in memory anyway
+  EXPECT_TRUE(StatusIs(store.Drop("p"), absl::StatusCode::kInternal,
+                       {"cannot remove " + meta.string()}));
+  EXPECT_FALSE(Has(store, "p", 1));
 }
 
 }  // namespace

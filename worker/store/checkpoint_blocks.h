@@ -5,7 +5,10 @@
 // worker checks both (an absolute directory without '.' or '..'; a file
 // made of name segments, see core/array_name.h) and refuses symbolic links
 // under the directory, so it reads and writes nothing outside it, whatever
-// a manifest says.
+// a manifest says. The file's directories are opened one segment at a time
+// relative to the one before, never following a link (O_NOFOLLOW), and the
+// file is read or written relative to the directory so opened: nothing
+// swapped in along the path between a check and a use can lead outside.
 //
 // Thread-safe (the store is).
 #ifndef SHARDMAP_WORKER_CHECKPOINT_BLOCKS_H_
@@ -29,15 +32,17 @@ absl::StatusOr<std::string> CheckpointPath(const std::string& directory,
 // Writes the block of `request.name` version `request.version` to the
 // checkpoint (atomically) and returns its digest. Errors: INVALID_ARGUMENT
 // as CheckpointPath, or for a request that still sets `path`; NOT_FOUND if
-// the block is not held here; file errors naming the path.
+// the block is not held here; DATA_LOSS naming the path for a symbolic
+// link (or anything but a directory or regular file) on the way; file
+// errors naming the path.
 absl::StatusOr<uint64_t> SaveCheckpointBlock(const ResidentStore& store,
                                              const v1::SaveBlockRequest& r);
 
 // Reads the block, checks it and stores it as `request.version`.
 // Errors: INVALID_ARGUMENT as above or for a bad name, mesh, spec or
-// header; NOT_FOUND for a missing file; DATA_LOSS naming the file for a
-// symbolic link, a digest or a shape that does not match; the store's
-// errors.
+// header; NOT_FOUND for a missing file; DATA_LOSS naming the path for a
+// symbolic link (or anything but a directory or a regular file) on the
+// way, a digest or a shape that does not match; the store's errors.
 absl::Status LoadCheckpointBlock(ResidentStore& store,
                                  const v1::LoadBlockRequest& r);
 

@@ -27,7 +27,10 @@ std::vector<v1::HeldBlock> HeldBlocks(const ResidentStore& store) {
 void DropHeldBlocks(const std::vector<v1::HeldBlock>& drop,
                     ResidentStore* store) {
   for (const v1::HeldBlock& b : drop) {
-    store->DropVersion(b.name(), b.version());
+    if (absl::Status s = store->DropVersion(b.name(), b.version()); !s.ok()) {
+      spdlog::error("state dir: dropping '{}' version {}: {}", b.name(),
+                    b.version(), std::string(s.message()));
+    }
   }
   if (!drop.empty()) {
     spdlog::info("dropped {} resident blocks the coordinator has no use for",

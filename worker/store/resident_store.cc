@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <memory>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -14,7 +15,9 @@ constexpr size_t kVersionsKept = 2;
 }  // namespace
 
 ResidentStore::ResidentStore(std::string directory) {
-  if (!directory.empty()) disk_.emplace(std::move(directory));
+  if (!directory.empty()) {
+    disk_ = std::make_unique<StateDir>(std::move(directory));
+  }
 }
 
 absl::StatusOr<ResidentStore::Block> ResidentStore::Find(
@@ -75,7 +78,7 @@ absl::Status ResidentStore::Store(
     if (absl::Status s = ValidateArrayName(name); !s.ok()) return s;
   }
   absl::MutexLock writing(&disk_mu_);
-  if (disk_.has_value()) {
+  if (disk_ != nullptr) {
     std::vector<std::pair<std::string, const Block*>> persist;
     for (const auto& [name, block] : blocks) persist.emplace_back(name, &block);
     if (absl::Status s = disk_->Persist(persist); !s.ok()) return s;
@@ -96,11 +99,11 @@ absl::Status ResidentStore::Drop(const std::string& name) {
     absl::MutexLock lock(&mu_);
     blocks_.erase(name);
   }
-  return disk_.has_value() ? disk_->Remove(name) : absl::OkStatus();
+  return disk_ != nullptr ? disk_->Remove(name) : absl::OkStatus();
 }
 
 absl::StatusOr<int> ResidentStore::LoadDirectory() {
-  if (!disk_.has_value()) return 0;
+  if (disk_ == nullptr) return 0;
   std::vector<StateDir::Loaded> loaded;
   std::vector<BadArray> bad;
   absl::MutexLock writing(&disk_mu_);
@@ -147,16 +150,13 @@ ResidentStore::AllVersions() const {
   return out;
 }
 
-void ResidentStore::DropVersion(const std::string& name, uint64_t version) {
-  absl::Status s = Drop(name, version);
-  if (!s.ok()) {
-    spdlog::error("state dir: dropping '{}' version {}: {}", name, version,
-                  std::string(s.message()));
-  }
-}
-
 absl::Status ResidentStore::Drop(const std::string& name, uint64_t version) {
   if (absl::Status s = ValidateArrayName(name); !s.ok()) return s;
+  return DropVersion(name, version);
+}
+
+absl::Status ResidentStore::DropVersion(const std::string& name,
+                                        uint64_t version) {
   absl::MutexLock writing(&disk_mu_);
   std::optional<Block> stays;  // the version the disk keeps instead
   bool none_left = false;
@@ -178,7 +178,7 @@ absl::Status ResidentStore::Drop(const std::string& name, uint64_t version) {
       stays = versions.back();
     }
   }
-  if (!disk_.has_value()) return absl::OkStatus();
+  if (disk_ == nullptr) return absl::OkStatus();
   if (none_left) return disk_->Remove(name);
   if (stays.has_value()) return disk_->Persist({{name, &*stays}});
   return absl::OkStatus();

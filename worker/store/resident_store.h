@@ -8,7 +8,9 @@
 //
 // With a state directory (worker/store/state_dir.h) every stored block is also
 // written to disk, before it is stored in memory and outside the lock
-// readers take: a block that cannot be written is not stored.
+// readers take (a large commit never blocks a read): a block that cannot
+// be written is not stored, and the write returns the error, naming the
+// file and the system's reason.
 //
 // Thread-safe.
 #ifndef SHARDMAP_WORKER_RESIDENT_STORE_H_
@@ -41,6 +43,9 @@ class ResidentStore {
   // after a restart.
   ResidentStore() = default;
   explicit ResidentStore(std::string directory);
+  // Keeps the blocks in `disk` (null: memory only).
+  explicit ResidentStore(std::unique_ptr<ResidentDisk> disk)
+      : disk_(std::move(disk)) {}
 
   // Loads the blocks a previous run left in the directory and returns how
   // many. An array that cannot be loaded (damaged or missing files, bad
@@ -70,6 +75,7 @@ class ResidentStore {
   absl::Status Put(const std::string& name, Block block);
   // Forgets `name` and removes its files; the error names a file that
   // could not be removed (the block is forgotten in memory anyway).
+  // INVALID_ARGUMENT for a name that breaks the rules.
   absl::Status Drop(const std::string& name);
   // Forgets only `version` of `name` (a write the coordinator did not
   // commit), as DropVersion; INVALID_ARGUMENT for a name that breaks the
@@ -81,15 +87,16 @@ class ResidentStore {
   std::vector<std::pair<std::string, Block>> AllVersions() const;
   // Drops `version` of `name`, in memory and in the directory; another
   // version of it kept stays (and becomes the one on disk). Does nothing
-  // if it is not held. A file that cannot be changed is logged.
-  void DropVersion(const std::string& name, uint64_t version);
+  // if it is not held. The error names a file that could not be changed
+  // (the version is dropped in memory anyway).
+  absl::Status DropVersion(const std::string& name, uint64_t version);
   // --- end of what the worker reports ---
 
  private:
   // Persists then stores `blocks`.
   absl::Status Store(std::vector<std::pair<std::string, Block>> blocks);
 
-  std::optional<StateDir> disk_;
+  std::unique_ptr<ResidentDisk> disk_;  // null: memory only
   // Serializes writers (disk first, then memory), so disk and memory agree
   // on the order of versions. Readers take only mu_, which is never held
   // while the disk is written.

@@ -47,21 +47,10 @@ struct ResidentBlock {
   std::optional<ResidentArrayLayout> layout;
 };
 
-class StateDir {
+// Where a ResidentStore keeps its blocks across restarts: a StateDir, or
+// a test's fake. The store serializes the calls.
+class ResidentDisk {
  public:
-  explicit StateDir(std::string root) : root_(std::move(root)) {}
-
-  // Writes every (name, block) so that each name's newest block on disk
-  // is the given one, all or nothing: on an error the blocks already
-  // switched are switched back (as far as the disk allows) and the new
-  // data files removed. Errors (core/atomic_file.h) name the file and the
-  // system's reason.
-  absl::Status Persist(
-      const std::vector<std::pair<std::string, const ResidentBlock*>>& blocks);
-
-  // Removes `name`'s files (never another name's). Errors name the file.
-  absl::Status Remove(const std::string& name);
-
   struct Loaded {
     std::string name;
     ResidentBlock block;
@@ -71,12 +60,40 @@ class StateDir {
     std::string path;  // the file at fault
     std::string reason;
   };
-  // Reads every array the directory holds. An array whose metadata or data
-  // is missing, empty, malformed, truncated or inconsistent, or whose name
-  // breaks the rules (core/array_name.h), goes to `bad` with the path and
-  // the reason; the others to `loaded`. Leftover temporary files are
+
+  virtual ~ResidentDisk() = default;
+  // Writes every (name, block) so that each name's newest block on disk
+  // is the given one, all or nothing. Errors name the file and the
+  // system's reason.
+  virtual absl::Status Persist(
+      const std::vector<std::pair<std::string, const ResidentBlock*>>&
+          blocks) = 0;
+  // Removes `name`'s files (never another name's). Errors name the file.
+  virtual absl::Status Remove(const std::string& name) = 0;
+  // Reads every array kept: the good ones to `loaded`, the others to `bad`
+  // with the path and the reason.
+  virtual void Load(std::vector<Loaded>* loaded,
+                    std::vector<Bad>* bad) const = 0;
+};
+
+class StateDir final : public ResidentDisk {
+ public:
+  explicit StateDir(std::string root) : root_(std::move(root)) {}
+
+  // As ResidentDisk; on an error the blocks already switched are switched
+  // back (as far as the disk allows) and the new data files removed.
+  // Errors (core/atomic_file.h) name the file and the system's reason.
+  absl::Status Persist(
+      const std::vector<std::pair<std::string, const ResidentBlock*>>& blocks)
+      override;
+
+  absl::Status Remove(const std::string& name) override;
+
+  // An array whose metadata or data is missing, empty, malformed,
+  // truncated or inconsistent, or whose name breaks the rules
+  // (core/array_name.h), goes to `bad`. Leftover temporary files are
   // removed.
-  void Load(std::vector<Loaded>* loaded, std::vector<Bad>* bad) const;
+  void Load(std::vector<Loaded>* loaded, std::vector<Bad>* bad) const override;
 
   // The directory of `name`'s files, relative to <root>/arrays.
   static std::string ArrayDir(const std::string& name);

@@ -1,0 +1,102 @@
+#include "worker/job_residents.h"
+
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/block_math.h"
+#include "core/status_util.h"
+#include "wire/proto_convert.h"
+#include "worker/store/block_fetch.h"
+
+namespace shardmap {
+
+absl::Status FetchResidents(const v1::ShardJob& header, const Mesh& mesh,
+                            int64_t device, JobPeers& peers,
+                            const ResidentStore& store, absl::Time deadline,
+                            std::vector<Tensor>* args,
+                            std::map<std::string, Tensor>* states) {
+  const std::string me = peers.my_address();
+  auto read = [&peers](const std::string& address,
+                       const v1::ReadBlockRequest& request, absl::Time d) {
+    return peers.ReadBlock(address, request, d);
+  };
+  for (int i = 0; i < header.resident_args_size(); ++i) {
+    const v1::ResidentSource& src = header.resident_args(i);
+    if (src.name().empty()) continue;
+    if (i >= static_cast<int>(args->size())) {
+      return absl::InvalidArgumentError("resident argument past the arguments");
+    }
+    SHARD_ASSIGN_OR_RETURN(
+        (*args)[i],
+        FetchResidentBlock(src, mesh, device, me, store, read, deadline));
+  }
+  for (const v1::StateSlot& slot : header.states()) {
+    SHARD_ASSIGN_OR_RETURN(
+        Tensor t, FetchResidentBlock(slot.source(), mesh, device, me, store,
+                                     read, deadline));
+    (*states)[slot.slot()] = std::move(t);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StageWrites(const v1::ShardJob& header, const Mesh& mesh,
+                         int64_t device, std::vector<Tensor>& outputs,
+                         std::map<std::string, Tensor>* states,
+                         ResidentStore& store) {
+  auto stage = [&](const std::string& name, uint64_t version,
+                   const PartitionSpec& spec, Tensor block) -> absl::Status {
+    const PartitionSpec s = spec.unsplit() ? PartitionSpec() : spec;
+    SHARD_ASSIGN_OR_RETURN(
+        BlockLayout layout,
+        BlockLayout::FromBlockShape(mesh, s, block.shape(), "its spec", name));
+    ResidentStore::Block b;
+    b.version = version;
+    b.device = device;
+    b.box = Box{layout.BlockOrigin(device), block.shape()};
+    b.layout = ResidentStore::ArrayLayout{
+        ArrayMeta{block.dtype(), layout.global_shape()}, mesh, s};
+    b.data = std::make_shared<const Tensor>(std::move(block));
+    store.Stage(header.job_id(), name, std::move(b));
+    return absl::OkStatus();
+  };
+  for (int o = 0; o < header.resident_outputs_size(); ++o) {
+    const v1::ResidentTarget& target = header.resident_outputs(o);
+    if (target.name().empty()) continue;
+    if (o >= static_cast<int>(outputs.size())) {
+      return absl::InvalidArgumentError("resident output past the outputs");
+    }
+    SHARD_RETURN_IF_ERROR(stage(target.name(), target.version(),
+                                SpecFromProto(target.spec()),
+                                std::move(outputs[o])));
+  }
+  for (const v1::StateSlot& slot : header.states()) {
+    if (!slot.write()) continue;
+    auto it = states->find(slot.slot());
+    if (it == states->end()) continue;
+    const v1::ResidentSource& src = slot.source();
+    SHARD_ASSIGN_OR_RETURN(ArrayMeta meta,
+                           HeaderFromProto(src.header(), src.name()));
+    Tensor& value = it->second;
+    SHARD_ASSIGN_OR_RETURN(
+        BlockLayout layout,
+        BlockLayout::Create(mesh,
+                            SpecFromProto(src.job_spec()).unsplit()
+                                ? PartitionSpec()
+                                : SpecFromProto(src.job_spec()),
+                            meta.shape, "the state's spec", src.name()));
+    if (value.dtype() != meta.dtype || value.shape() != layout.block_shape()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "state '", slot.slot(), "' (", src.name(), ") must keep its block ",
+          ShapeString(meta.dtype, layout.block_shape()),
+          " but the function left ",
+          ShapeString(value.dtype(), value.shape())));
+    }
+    SHARD_RETURN_IF_ERROR(stage(src.name(), slot.write_version(),
+                                SpecFromProto(src.job_spec()),
+                                std::move(value)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardmap

@@ -1,0 +1,29 @@
+// The stream of one RunShard call, as the job sees it: the coordinator's
+// requests in (the job header, its argument chunks, then for a two-phase
+// job the commit decision), the device's responses out. The Worker service
+// adapts its gRPC stream to it; tests fake it.
+#ifndef SHARDMAP_WORKER_SHARD_STREAM_H_
+#define SHARDMAP_WORKER_SHARD_STREAM_H_
+
+#include "shardmap/v1/worker.pb.h"
+
+namespace shardmap {
+
+// Read and Write are called from one thread at a time; cancelled() from
+// any thread.
+class ShardStream {
+ public:
+  virtual ~ShardStream() = default;
+  // The next request; false once the coordinator has closed its side or
+  // the call has ended.
+  virtual bool Read(v1::ShardRequest* request) = 0;
+  // False if the coordinator is gone.
+  virtual bool Write(const v1::ShardResponse& response) = 0;
+  // True once the coordinator cancelled the call (it aborts the job, or the
+  // call's deadline passed).
+  virtual bool cancelled() const = 0;
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_WORKER_SHARD_STREAM_H_
