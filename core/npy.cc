@@ -72,14 +72,12 @@ int ReadAll(int fd, std::string& out) {
 
 absl::StatusOr<Tensor> ParseNpy(absl::string_view bytes,
                                 absl::string_view name) {
-  SHARD_ASSIGN_OR_RETURN(const NpySections sections,
-                         SplitNpySections(bytes, name));
-  SHARD_ASSIGN_OR_RETURN(const NpyArrayHeader h,
-                         InterpretNpyHeader(sections.header, name));
+  SHARD_ASSIGN_OR_RETURN(const NpyLayout layout, ReadNpyLayout(bytes, name));
+  const NpyArrayHeader& h = layout.header;
   // Check the data length before allocating anything: the shape is untrusted.
   const size_t item = ItemSize(h.dtype);
-  SHARD_ASSIGN_OR_RETURN(const uint64_t want, NpyDataBytes(h, name));
-  const absl::string_view data = sections.data;
+  const uint64_t want = layout.data_bytes;
+  const absl::string_view data = layout.data;
   if (data.size() < want) {
     return InvalidNpy(name, "truncated: expected ", want, " data bytes, found ",
                       data.size());

@@ -106,8 +106,13 @@ std::string DescrOf(DType dtype) {
   return absl::StrCat("<", IsFloating(dtype) ? "f" : "i", ItemSize(dtype));
 }
 
-}  // namespace
+// The header text and the data of a .npy file.
+struct NpySections {
+  absl::string_view header;
+  absl::string_view data;
+};
 
+// Splits `bytes` after the header (magic, version, length, dict).
 absl::StatusOr<NpySections> SplitNpySections(absl::string_view bytes,
                                              absl::string_view name) {
   if (bytes.size() < kMagic.size() + 2 ||
@@ -189,6 +194,8 @@ absl::StatusOr<uint64_t> NpyDataBytes(const NpyArrayHeader& h,
   return static_cast<uint64_t>(expected);
 }
 
+}  // namespace
+
 // Exactly numpy 1.24's _write_array_header: sorted keys, repr values, spare
 // spaces for growing the first axis, then _wrap_header's padding (a full 64
 // spaces when the header would otherwise end exactly on the boundary).
@@ -221,14 +228,23 @@ std::string NpyHeader(const Tensor& t) {
   return out;
 }
 
+absl::StatusOr<NpyLayout> ReadNpyLayout(absl::string_view bytes,
+                                        absl::string_view name) {
+  SHARD_ASSIGN_OR_RETURN(const NpySections sections,
+                         SplitNpySections(bytes, name));
+  NpyLayout layout;
+  SHARD_ASSIGN_OR_RETURN(layout.header,
+                         InterpretNpyHeader(sections.header, name));
+  SHARD_ASSIGN_OR_RETURN(layout.data_bytes, NpyDataBytes(layout.header, name));
+  layout.data_offset = bytes.size() - sections.data.size();
+  layout.data = sections.data;
+  return layout;
+}
+
 absl::StatusOr<uint64_t> NpyDeclaredSize(absl::string_view head,
                                          absl::string_view name) {
-  SHARD_ASSIGN_OR_RETURN(const NpySections sections,
-                         SplitNpySections(head, name));
-  SHARD_ASSIGN_OR_RETURN(const NpyArrayHeader h,
-                         InterpretNpyHeader(sections.header, name));
-  SHARD_ASSIGN_OR_RETURN(const uint64_t data, NpyDataBytes(h, name));
-  return (head.size() - sections.data.size()) + data;
+  SHARD_ASSIGN_OR_RETURN(const NpyLayout layout, ReadNpyLayout(head, name));
+  return layout.data_offset + layout.data_bytes;
 }
 
 }  // namespace shardmap

@@ -35,28 +35,23 @@ struct NpyArrayHeader {
   Shape shape;
 };
 
-// The header text and the data of a .npy file.
-struct NpySections {
-  absl::string_view header;
-  absl::string_view data;
+// A .npy file's header and where its data starts.
+struct NpyLayout {
+  NpyArrayHeader header;
+  uint64_t data_offset;    // bytes before the data: magic to padding
+  uint64_t data_bytes;     // what the header declares, checked <= 2^62
+  absl::string_view data;  // what `bytes` holds after the header
 };
 
-// Splits `bytes` (a whole file, or at least its whole header) after the
-// header. Errors: INVALID_ARGUMENT naming `name` for a bad magic string,
-// an unknown version, a header longer than the limit or truncated.
-absl::StatusOr<NpySections> SplitNpySections(absl::string_view bytes,
-                                             absl::string_view name);
-
-// Interprets the header dict, which must have exactly the keys 'descr',
-// 'fortran_order' and 'shape'. Errors: INVALID_ARGUMENT naming `name` for
-// a malformed dict, a missing, duplicate or unexpected key, an unsupported
-// dtype or a bad dimension.
-absl::StatusOr<NpyArrayHeader> InterpretNpyHeader(absl::string_view text,
-                                                  absl::string_view name);
-
-// The data bytes `h` declares. INVALID_ARGUMENT naming `name` over 2^62.
-absl::StatusOr<uint64_t> NpyDataBytes(const NpyArrayHeader& h,
-                                      absl::string_view name);
+// Reads the header at the start of `bytes` (a whole file, or at least its
+// whole header), which must have exactly the keys 'descr',
+// 'fortran_order' and 'shape'.
+// Errors: INVALID_ARGUMENT naming `name` for a bad magic string, an unknown
+//   version, a header that is longer than the limit or truncated, a
+//   malformed dict, a missing, duplicate or unexpected key, an unsupported
+//   dtype, a bad dimension or data over 2^62 bytes.
+absl::StatusOr<NpyLayout> ReadNpyLayout(absl::string_view bytes,
+                                        absl::string_view name);
 
 }  // namespace shardmap
 
