@@ -5,7 +5,7 @@
 #include "client/exit_codes.h"
 #include "client/resident_display.h"
 #include "core/block_math.h"
-#include "core/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 

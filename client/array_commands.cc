@@ -14,7 +14,7 @@
 #include "client/resident_display.h"
 #include "core/block_math.h"
 #include "core/npy.h"
-#include "core/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 namespace {

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "core/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 
