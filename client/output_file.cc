@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/atomic_file.h"
 #include "core/npy.h"
 
 namespace shardmap {
@@ -27,28 +28,6 @@ absl::Status Fail(absl::string_view what, const std::string& path,
   return absl::FailedPreconditionError(
       absl::StrCat("cannot ", what, " output file ", Describe(path, resolved),
                    ": ", std::strerror(err)));
-}
-
-// 0 or the errno of the first failed write.
-int WriteAll(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return 0;
-}
-
-int WriteTensor(int fd, const Tensor& tensor) {
-  const std::string header = NpyHeader(tensor);
-  int err = WriteAll(fd, header.data(), header.size());
-  if (err == 0) err = WriteAll(fd, tensor.data(), tensor.num_bytes());
-  return err;
 }
 
 }  // namespace
@@ -83,30 +62,25 @@ absl::Status WriteOutputNpy(const std::string& path, const Tensor& tensor) {
   if (exists && S_ISDIR(st.st_mode)) {
     return Fail("write", path, target, EISDIR);
   }
+  const std::string header = NpyHeader(tensor);
+  const absl::string_view pieces[] = {header, TensorBytes(tensor)};
   if (exists && !S_ISREG(st.st_mode)) {
     // A FIFO or a device: write into it, never replace the node.
     const int fd = ::open(target.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) return Fail("open", path, target, errno);
-    int err = WriteTensor(fd, tensor);
+    int err = WriteAllPieces(fd, pieces);
     if (::close(fd) != 0 && err == 0) err = errno;
     if (err != 0) return Fail("write", path, target, err);
     return absl::OkStatus();
   }
-  const std::string tmp = absl::StrCat(target, ".tmp.", ::getpid());
-  const int fd = ::open(
-      tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
-  if (fd < 0) return Fail("create", path, target, errno);
-  int err = 0;
-  // The replaced file's permissions carry over (umask applies to a new one).
-  if (exists && ::fchmod(fd, st.st_mode & 07777) != 0) err = errno;
-  // No fsync: the rename makes the write atomic for readers, which is what
-  // matters here; durability across a machine crash is not promised.
-  if (err == 0) err = WriteTensor(fd, tensor);
-  if (::close(fd) != 0 && err == 0) err = errno;
-  if (err == 0 && ::rename(tmp.c_str(), target.c_str()) != 0) err = errno;
-  if (err != 0) {
-    ::unlink(tmp.c_str());
-    return Fail("write", path, target, err);
+  // A replaced file keeps its permission bits; a new one gets 0666 less
+  // the umask, as a shell redirection would create it.
+  const FileMode mode = exists ? FileMode{st.st_mode & 07777, /*exact=*/true}
+                               : FileMode{0666, /*exact=*/false};
+  const absl::Status s = WriteFileAtomically(target, pieces, mode);
+  if (!s.ok()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "output file ", Describe(path, target), ": ", s.message()));
   }
   return absl::OkStatus();
 }

@@ -5,12 +5,12 @@
 //  - a FIFO, character or block device (or anything else that is not a
 //    regular file) is opened and written in place: a reader of the FIFO gets
 //    the data, /dev/null stays a device node;
-//  - a regular file or a new path is written to a temporary file in the
-//    same directory which is then renamed over it, so a reader never sees
-//    half a file; an existing file keeps its permission bits.
+//  - a regular file or a new path is written with WriteFileAtomically
+//    (core/atomic_file.h): a temporary file in the same directory, synced
+//    and renamed over it, so a reader never sees half a file; an existing
+//    file keeps its permission bits.
 //
-// Thread-safe, except that concurrent writes to the same path from one
-// process share a temporary file name.
+// Thread-safe: every write uses its own temporary file.
 #ifndef SHARDMAP_CLIENT_OUTPUT_FILE_H_
 #define SHARDMAP_CLIENT_OUTPUT_FILE_H_
 

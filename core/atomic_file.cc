@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
 
@@ -20,19 +21,37 @@ std::string Directory(const std::string& path) {
   return path.substr(0, slash);
 }
 
-int WriteAll(int fd, absl::string_view bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    bytes.remove_prefix(static_cast<size_t>(n));
+// A temporary name next to `path` that no other call uses.
+std::string TemporaryPath(const std::string& path) {
+  static std::atomic<uint64_t> counter{0};
+  return absl::StrCat(path, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
+}
+
+// Renames the complete, synced `tmp` over `path` and syncs the directory;
+// `tmp` is removed if the rename fails.
+absl::Status Publish(const std::string& tmp, const std::string& path) {
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return FileError("rename a temporary file to", path, err);
   }
-  return 0;
+  return SyncDirectory(Directory(path));
 }
 
 }  // namespace
+
+int WriteAllPieces(int fd, absl::Span<const absl::string_view> pieces) {
+  for (absl::string_view bytes : pieces) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return errno;
+      if (n == 0) return EIO;
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+  }
+  return 0;
+}
 
 absl::Status FileError(absl::string_view what, absl::string_view path,
                        int err) {
@@ -99,19 +118,21 @@ absl::Status SyncDirectory(const std::string& dir) {
 
 absl::Status WriteFileAtomicallyAt(int dir_fd, const std::string& name,
                                    const std::string& path,
-                                   absl::Span<const absl::string_view> pieces) {
+                                   absl::Span<const absl::string_view> pieces,
+                                   FileMode mode) {
   static std::atomic<uint64_t> counter{0};
   const std::string tmp =
       absl::StrCat(name, ".tmp.", ::getpid(), ".", counter.fetch_add(1));
   const int fd =
       ::openat(dir_fd, tmp.c_str(),
-               O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+               O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode.bits);
   if (fd < 0) return FileError("create", path, errno);
-  int err = 0;
-  for (absl::string_view piece : pieces) {
-    if ((err = WriteAll(fd, piece)) != 0) break;
+  const char* step = "set the permissions of";
+  int err = mode.exact && ::fchmod(fd, mode.bits) != 0 ? errno : 0;
+  if (err == 0) {
+    err = WriteAllPieces(fd, pieces);
+    step = "write";
   }
-  const char* step = "write";
   if (err == 0 && ::fsync(fd) != 0) {
     err = errno;
     step = "sync";
@@ -137,16 +158,36 @@ absl::Status WriteFileAtomicallyAt(int dir_fd, const std::string& name,
 }
 
 absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::Span<const absl::string_view> pieces) {
+                                 absl::Span<const absl::string_view> pieces,
+                                 FileMode mode) {
   const int dir_fd =
       ::open(Directory(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) return FileError("create", path, errno);
   const size_t slash = path.rfind('/');
   absl::Status s = WriteFileAtomicallyAt(
       dir_fd, slash == std::string::npos ? path : path.substr(slash + 1), path,
-      pieces);
+      pieces, mode);
   ::close(dir_fd);
   return s;
+}
+
+absl::Status ReplaceFileAtomically(
+    const std::string& path,
+    const std::function<absl::Status(const std::string& tmp)>& write) {
+  const std::string tmp = TemporaryPath(path);
+  absl::Status s = write(tmp);
+  if (s.ok()) {
+    const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    int err = fd < 0 ? errno : 0;
+    if (err == 0 && ::fsync(fd) != 0) err = errno;
+    if (fd >= 0) ::close(fd);
+    if (err != 0) s = FileError("sync", path, err);
+  }
+  if (!s.ok()) {
+    ::unlink(tmp.c_str());
+    return s;
+  }
+  return Publish(tmp, path);
 }
 
 }  // namespace shardmap

@@ -7,9 +7,7 @@
 // is refused: shardmap never unpickles. Writing produces exactly the bytes
 // numpy.save (numpy 1.24) writes for the same array.
 //
-// Thread-safe: the functions share no state. The one exception: concurrent
-// WriteNpy calls for the same path from one process must be serialized, as
-// they share the temporary file name.
+// Thread-safe: the functions share no state.
 #ifndef SHARDMAP_CORE_NPY_H_
 #define SHARDMAP_CORE_NPY_H_
 
@@ -63,10 +61,15 @@ std::string SerializeNpy(const Tensor& tensor);
 // follow it. For writers that stream the data (npz.cc).
 std::string NpyHeader(const Tensor& tensor);
 
-// Writes SerializeNpy(tensor) to `path` atomically: the data goes to
-// "<path>.tmp.<pid>", which is then renamed over `path`.
-// Errors: FAILED_PRECONDITION naming the path if the file cannot be created,
-//   written or renamed (e.g. its directory does not exist).
+// The tensor's data as bytes (a view of its buffer): what follows
+// NpyHeader(tensor) in the file.
+absl::string_view TensorBytes(const Tensor& tensor);
+
+// Writes SerializeNpy(tensor) to `path` with WriteFileAtomically
+// (core/atomic_file.h): a temporary file, synced, renamed over `path`.
+// Errors: FAILED_PRECONDITION naming the step, the path and the system's
+//   reason if the file cannot be created, written or renamed (e.g. its
+//   directory does not exist).
 absl::Status WriteNpy(const std::string& path, const Tensor& tensor);
 
 }  // namespace shardmap

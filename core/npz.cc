@@ -1,12 +1,10 @@
 #include "core/npz.h"
 
 #include <sys/stat.h>
-#include <unistd.h>
 #include <zip.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -17,6 +15,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/atomic_file.h"
 #include "core/bounded_input.h"
 #include "core/npy.h"
 #include "core/status_util.h"
@@ -111,17 +110,44 @@ absl::StatusOr<std::string> ReadMember(zip_t* zip, zip_uint64_t index,
   return bytes;
 }
 
-// An archive with no members, as Python's zipfile writes it: only the
-// end-of-central-directory record. libzip deletes an empty archive on close
-// instead of writing one.
-absl::Status WriteEmptyZip(const std::string& tmp) {
-  static constexpr char kEocd[22] = {'P', 'K', 5, 6};
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) return absl::FailedPreconditionError(std::strerror(errno));
-  const bool ok = std::fwrite(kEocd, 1, sizeof(kEocd), f) == sizeof(kEocd);
-  if (std::fclose(f) != 0 || !ok) {
-    return absl::FailedPreconditionError(std::strerror(errno));
+// Writes `arrays` as a zip archive at `tmp` (a new file). The error is
+// libzip's message.
+absl::Status WriteZip(
+    const std::string& tmp,
+    const std::vector<std::pair<std::string, const Tensor*>>& arrays,
+    bool compress) {
+  int error = 0;
+  ZipPtr zip(zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &error));
+  if (zip == nullptr) return absl::InternalError(ZipErrorString(error));
+  auto fail = [&zip] { return absl::InternalError(zip_strerror(zip.get())); };
+  // libzip reads the sources only in zip_close, so the headers must live
+  // until then; the tensors' bytes are referenced, not copied.
+  std::vector<std::string> headers;
+  headers.reserve(arrays.size());
+  for (const auto& [key, tensor] : arrays) {
+    headers.push_back(NpyHeader(*tensor));
+    const zip_buffer_fragment_t fragments[2] = {
+        {reinterpret_cast<zip_uint8_t*>(headers.back().data()),
+         headers.back().size()},
+        {const_cast<zip_uint8_t*>(tensor->data()), tensor->num_bytes()}};
+    zip_source_t* source =
+        zip_source_buffer_fragment(zip.get(), fragments, 2, 0);
+    if (source == nullptr) return fail();
+    const std::string member = absl::StrCat(key, kSuffix);
+    const zip_int64_t index =
+        zip_file_add(zip.get(), member.c_str(), source, ZIP_FL_ENC_UTF_8);
+    if (index < 0) {
+      zip_source_free(source);
+      return fail();
+    }
+    if (zip_set_file_compression(zip.get(), index,
+                                 compress ? ZIP_CM_DEFLATE : ZIP_CM_STORE,
+                                 0) != 0) {
+      return fail();
+    }
   }
+  if (zip_close(zip.get()) != 0) return fail();
+  zip.release();  // zip_close freed it.
   return absl::OkStatus();
 }
 
@@ -203,53 +229,21 @@ absl::Status WriteNpz(
           absl::StrCat("writing '", path, "': duplicate key '", key, "'"));
     }
   }
-  const std::string tmp = absl::StrCat(path, ".tmp.", ::getpid());
-  auto fail = [&path](absl::string_view why) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot write output file '", path, "': ", why));
-  };
+  absl::Status s;
   if (arrays.empty()) {
-    if (absl::Status s = WriteEmptyZip(tmp); !s.ok()) {
-      ::unlink(tmp.c_str());
-      return fail(s.message());
-    }
+    // libzip writes no file for an archive without members; numpy reads
+    // this one, an end-of-central-directory record alone.
+    static constexpr char kEocd[22] = {'P', 'K', 5, 6};
+    s = WriteFileAtomically(path, {absl::string_view(kEocd, sizeof(kEocd))});
   } else {
-    int error = 0;
-    ZipPtr zip(zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &error));
-    if (zip == nullptr) return fail(ZipErrorString(error));
-    // libzip reads the sources only in zip_close, so the headers must live
-    // until then; the tensors' bytes are referenced, not copied.
-    std::vector<std::string> headers;
-    headers.reserve(arrays.size());
-    for (const auto& [key, tensor] : arrays) {
-      headers.push_back(NpyHeader(*tensor));
-      const zip_buffer_fragment_t fragments[2] = {
-          {reinterpret_cast<zip_uint8_t*>(headers.back().data()),
-           headers.back().size()},
-          {const_cast<zip_uint8_t*>(tensor->data()), tensor->num_bytes()}};
-      zip_source_t* source =
-          zip_source_buffer_fragment(zip.get(), fragments, 2, 0);
-      if (source == nullptr) return fail(zip_strerror(zip.get()));
-      const std::string member = absl::StrCat(key, kSuffix);
-      const zip_int64_t index =
-          zip_file_add(zip.get(), member.c_str(), source, ZIP_FL_ENC_UTF_8);
-      if (index < 0) {
-        zip_source_free(source);
-        return fail(zip_strerror(zip.get()));
-      }
-      if (zip_set_file_compression(zip.get(), index,
-                                   compress ? ZIP_CM_DEFLATE : ZIP_CM_STORE,
-                                   0) != 0) {
-        return fail(zip_strerror(zip.get()));
-      }
-    }
-    if (zip_close(zip.get()) != 0) return fail(zip_strerror(zip.get()));
-    zip.release();  // zip_close freed it.
+    s = ReplaceFileAtomically(path,
+                              [&arrays, compress](const std::string& tmp) {
+                                return WriteZip(tmp, arrays, compress);
+                              });
   }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    return fail(std::strerror(err));
+  if (!s.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write output file '", path, "': ", s.message()));
   }
   return absl::OkStatus();
 }

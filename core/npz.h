@@ -2,9 +2,8 @@
 // one .npy member per array, "<key>.npy". Keys may contain '/', as in
 // "mlp/linear1/kernel".
 //
-// Thread-safe: the functions share no state. Concurrent WriteNpz calls for
-// the same path from one process must be serialized, as they share the
-// temporary file name.
+// Thread-safe: the functions share no state; every write uses its own
+// temporary file.
 #ifndef SHARDMAP_CORE_NPZ_H_
 #define SHARDMAP_CORE_NPZ_H_
 
@@ -40,8 +39,8 @@ absl::StatusOr<std::vector<std::pair<std::string, Tensor>>> ReadNpz(
     const std::string& path, uint64_t max_bytes = kDefaultMaxNpzBytes);
 
 // Writes `arrays` (key, borrowed tensor) as an archive numpy.load reads,
-// members in the given order, deflated if `compress` else stored. Written to
-// "<path>.tmp.<pid>" and then renamed over `path`.
+// members in the given order, deflated if `compress` else stored. Written
+// to a temporary file that replaces `path` (core/atomic_file.h).
 // Errors: INVALID_ARGUMENT for an empty or duplicate key or a null tensor;
 //   FAILED_PRECONDITION naming the path if the file cannot be created,
 //   written or renamed.

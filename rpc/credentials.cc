@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "absl/synchronization/mutex.h"
+#include "core/atomic_file.h"
 #include "core/status_util.h"
 #include "rpc/reflection.h"
 #include "rpc/token_auth.h"
@@ -306,23 +307,8 @@ absl::Status WriteLocalToken(const std::string& address,
     return absl::PermissionDeniedError(absl::StrCat(
         dir, " must be a directory owned by this user with mode 0700"));
   }
-  const std::string path = LocalTokenPath(address);
-  const std::string tmp = absl::StrCat(path, ".", getpid());
-  const int fd = open(
-      tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return absl::InternalError(
-        absl::StrCat("creating ", tmp, ": ", std::strerror(errno)));
-  }
-  const std::string line = token + "\n";
-  const bool written =
-      write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
-  close(fd);
-  if (!written || rename(tmp.c_str(), path.c_str()) != 0) {
-    unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat("writing ", path));
-  }
-  return absl::OkStatus();
+  return WriteFileAtomically(LocalTokenPath(address), {token, "\n"},
+                             FileMode{0600, /*exact=*/true});
 }
 
 std::string ReadLocalToken(const std::string& address) {

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "client/local_cluster.h"
 #include "client/shard_client.h"
+#include "tests/load/load_flags.h"
 #include "tests/load/rss_poll.h"
 
 namespace shardmap {
@@ -232,28 +234,27 @@ int Run(const Options& o) {
 
 int main(int argc, char** argv) {
   shardmap::Options o;
-  CLI::App app{
+  const std::optional<int> parsed = shardmap::ParseLoadFlags(
+      argc, argv,
       "burst_test: concurrent large jobs, then the servers' RSS must come "
-      "back near its idle level within seconds"};
-  app.add_option("--workers", o.workers, "worker processes")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 64));
-  app.add_option("--jobs", o.jobs, "concurrent jobs in the burst")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 1024));
-  app.add_option("--bytes", o.bytes, "bytes of each job's input")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 34));
-  app.add_option("--bursts", o.bursts, "bursts to run, one after another")
-      ->capture_default_str()
-      ->check(CLI::Range(2, 100));
-  app.add_option("--warmup-mib", o.warmup_mib,
-                 "how far the idle after burst 1 may be above the cold idle")
-      ->capture_default_str();
-  shardmap::AddRssBoundFlags(app, &o.max_rss_growth, &o.rss_slack_mib);
-  app.add_option("--idle-limit", o.idle_limit,
-                 "seconds the RSS may take to come back")
-      ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
-  return shardmap::Run(o);
+      "back near its idle level within seconds",
+      1, o, [&o](CLI::App& app) {
+        app.add_option("--jobs", o.jobs, "concurrent jobs in the burst")
+            ->capture_default_str()
+            ->check(CLI::Range(1, 1024));
+        app.add_option("--bytes", o.bytes, "bytes of each job's input")
+            ->capture_default_str()
+            ->check(CLI::Range(int64_t{1024}, int64_t{1} << 34));
+        app.add_option("--bursts", o.bursts, "bursts to run, one after another")
+            ->capture_default_str()
+            ->check(CLI::Range(2, 100));
+        app.add_option(
+               "--warmup-mib", o.warmup_mib,
+               "how far the idle after burst 1 may be above the cold idle")
+            ->capture_default_str();
+        app.add_option("--idle-limit", o.idle_limit,
+                       "seconds the RSS may take to come back")
+            ->capture_default_str();
+      });
+  return parsed ? *parsed : shardmap::Run(o);
 }

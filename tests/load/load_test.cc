@@ -33,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -44,6 +45,7 @@
 #include "client/local_cluster.h"
 #include "client/shard_client.h"
 #include "core/dtype_dispatch.h"
+#include "tests/load/load_flags.h"
 #include "tests/load/rss_poll.h"
 #include "tests/unit/test_arrays.h"
 
@@ -543,9 +545,7 @@ int Run(const Options& o) {
       total_ok
           ? ""
           : absl::StrFormat(", OVER %.0f%%", 100 * o.max_rss_growth).c_str());
-  const bool pass = failed == 0 && rss_ok;
-  std::printf("load_test: %s\n", pass ? "PASS" : "FAIL");
-  return pass ? 0 : 1;
+  return ReportVerdict("load_test", failed == 0 && rss_ok);
 }
 
 }  // namespace
@@ -553,28 +553,28 @@ int Run(const Options& o) {
 
 int main(int argc, char** argv) {
   shardmap::Options o;
-  CLI::App app{
-      "load_test: concurrent clients run mixed jobs on a local cluster; every "
-      "result is checked and the servers' RSS must stay flat"};
-  app.add_option("--clients", o.clients, "concurrent clients")
-      ->capture_default_str();
-  app.add_option("--jobs", o.jobs, "jobs measured")->capture_default_str();
-  app.add_option("--warmup", o.warmup, "jobs run first, not measured")
-      ->capture_default_str();
-  app.add_option("--workers", o.workers, "worker processes (even)")
-      ->capture_default_str()
-      ->check(CLI::Range(2, 64));
-  app.add_option("--big-every", o.big_every,
-                 "one job in this many moves --big-bytes (0: none)")
-      ->capture_default_str();
-  app.add_option("--big-bytes", o.big_bytes, "bytes of a big job's input")
-      ->capture_default_str();
-  shardmap::AddRssBoundFlags(app, &o.max_rss_growth, &o.rss_slack_mib);
-  app.add_flag("--no-rss-check{false}", o.check_rss,
-               "report the RSS figures without failing on them");
-  app.add_option("--seed", o.seed, "seed of the job mix")
-      ->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  const std::optional<int> parsed = shardmap::ParseLoadFlags(
+      argc, argv,
+      "load_test: concurrent clients run mixed jobs on a local cluster; "
+      "every result is checked and the servers' RSS must stay flat",
+      2, o, [&o](CLI::App& app) {
+        app.add_option("--clients", o.clients, "concurrent clients")
+            ->capture_default_str();
+        app.add_option("--jobs", o.jobs, "jobs measured")
+            ->capture_default_str();
+        app.add_option("--warmup", o.warmup, "jobs run first, not measured")
+            ->capture_default_str();
+        app.add_option("--big-every", o.big_every,
+                       "one job in this many moves --big-bytes (0: none)")
+            ->capture_default_str();
+        app.add_option("--big-bytes", o.big_bytes, "bytes of a big job's input")
+            ->capture_default_str();
+        app.add_flag("--no-rss-check{false}", o.check_rss,
+                     "report the RSS figures without failing on them");
+        app.add_option("--seed", o.seed, "seed of the job mix")
+            ->capture_default_str();
+      });
+  if (parsed) return *parsed;
   if (o.workers % 2 != 0) {
     std::fprintf(stderr, "load_test: --workers must be even\n");
     return 64;

@@ -20,7 +20,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import unittest
 import urllib.request
 import zipfile
@@ -33,7 +32,6 @@ import harness  # noqa: E402
 
 BIN = harness.BIN
 SHARDCTL = harness.SHARDCTL
-TOKEN = os.environ["SHARDMAP_TOKEN"]  # set by harness
 SCRATCH = None
 
 
@@ -52,21 +50,7 @@ def deep(depth):
 
 # Hand-encoded protobuf (only the fields a RunJob needs), so that the test
 # can send what shardctl itself would refuse.
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-
-
-def field(number, payload):
-    """A length-delimited field."""
-    if isinstance(payload, str):
-        payload = payload.encode()
-    return varint(number << 3 | 2) + varint(len(payload)) + payload
+varint, field = harness.pb_varint, harness.pb_field
 
 
 def run_job_request(function, kwargs_json):
@@ -176,7 +160,7 @@ class RawDeepJsonTest(unittest.TestCase):
             call = ch.stream_stream("/shardmap.v1.Coordinator/RunJob")
             with self.assertRaises(grpc.RpcError) as e:
                 list(call(iter([run_job_request("scale", kwargs)]),
-                          metadata=[("authorization", f"Bearer {TOKEN}")],
+                          metadata=harness.AUTH_METADATA,
                           timeout=30))
         self.assertEqual(e.exception.code(), grpc.StatusCode.INVALID_ARGUMENT,
                          e.exception.details())

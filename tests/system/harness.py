@@ -9,6 +9,7 @@ Every cluster requires a bearer token, as a deployed one would: the
 servers and shardctl inherit it through SHARDMAP_TOKEN (set here unless
 the caller set one).
 """
+import errno
 import json
 import os
 import secrets
@@ -27,9 +28,13 @@ BIN = os.environ.get(
     os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin"))
 SHARDCTL = os.path.join(BIN, "shardctl")
 os.environ.setdefault("SHARDMAP_TOKEN", secrets.token_hex(16))
+# The metadata a raw gRPC call (one that bypasses shardctl) needs.
+AUTH_METADATA = [("authorization", f"Bearer {os.environ['SHARDMAP_TOKEN']}")]
 SUBPROCESS_TIMEOUT = 120  # seconds; every shardctl call is bounded
 SKIPPED = 77  # exit status of a suite that skipped everything (CTest's
 #               SKIP_RETURN_CODE)
+CANNOT_LISTEN = 69  # a server's exit status when it cannot bind --listen
+PORT_WAIT = 30  # seconds a restart at the same address waits for its port
 
 
 def shardctl(*args, timeout=SUBPROCESS_TIMEOUT):
@@ -37,6 +42,25 @@ def shardctl(*args, timeout=SUBPROCESS_TIMEOUT):
     p = subprocess.run([SHARDCTL, *args], capture_output=True, text=True,
                        timeout=timeout)
     return p.returncode, p.stdout, p.stderr
+
+
+def pb_varint(n):
+    """A protobuf varint, for hand-encoded requests that shardctl itself
+    would refuse to send."""
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def pb_field(number, payload):
+    """A length-delimited protobuf field (str payloads are UTF-8)."""
+    if isinstance(payload, str):
+        payload = payload.encode()
+    return pb_varint(number << 3 | 2) + pb_varint(len(payload)) + payload
 
 
 class Scratch:
@@ -129,6 +153,66 @@ def _start(cmd, stderr=subprocess.DEVNULL, preexec_fn=None):
     return proc, proc.stdout.readline().strip().rsplit(" ", 1)[-1]
 
 
+def port_taken(address):
+    """Whether another socket holds HOST:PORT so that a server cannot
+    listen there (a lingering TIME_WAIT connection does not count: the
+    servers set SO_REUSEADDR, as this probe does)."""
+    host, port = address.rsplit(":", 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, int(port)))
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                return True
+            raise
+    return False
+
+
+def _start_at(cmd, address, stderr=subprocess.DEVNULL, preexec_fn=None):
+    """_start for a server restarted at the address it had. Between the
+    kill and the restart another process may take the port: the start is
+    then retried once the port is free again, and the test is skipped if
+    it stays taken for PORT_WAIT seconds. Any other failure to start is an
+    AssertionError."""
+    end = time.monotonic() + PORT_WAIT
+    free_port_failures = 0
+    while True:
+        proc, announced = _start(cmd, stderr, preexec_fn)
+        if announced:
+            return proc, announced
+        code = proc.wait(timeout=SUBPROCESS_TIMEOUT)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+        taken = code == CANNOT_LISTEN and port_taken(address)
+        if not taken:
+            # The port was free when probed: a real failure, unless the
+            # other process let go of it just before the probe.
+            free_port_failures += 1
+            if code != CANNOT_LISTEN or free_port_failures > 1:
+                raise AssertionError(
+                    f"{os.path.basename(cmd[0])} did not start at {address} "
+                    f"(exit status {code})")
+        while port_taken(address):  # bounded poll for the port
+            if time.monotonic() > end:
+                raise unittest.SkipTest(
+                    f"port of {address} stayed taken by another process "
+                    f"for {PORT_WAIT} s after the restart")
+            time.sleep(0.05)
+
+
+def _start_server(prefix, cmd, listen, stderr, preexec_fn=None):
+    """Starts `cmd` (run through `prefix`) listening at `listen`: at a fixed
+    port (a restart), robust to the port being taken meanwhile, as
+    _start_at says. The probe runs in this network namespace, so a server
+    run through a prefix (another namespace) is started once, as is one at
+    port 0."""
+    if prefix or listen.rsplit(":", 1)[1] == "0":
+        return _start([*prefix, *cmd], stderr, preexec_fn)
+    return _start_at(cmd, listen, stderr, preexec_fn)
+
+
 class Worker:
     def __init__(self, proc, address):
         self.proc = proc
@@ -160,11 +244,14 @@ class ProcessCluster:
         self.wait_for_workers(workers)
 
     def start_coordinator(self, port=0):
-        self.coordinator, self.address = _start(
-            [*self.prefix("coordinator"), f"{BIN}/shardmap-coordinator",
-             "--listen", f"{self.host}:{port}",
+        """Starts the coordinator; a port other than 0 is a restart at the
+        port it had (see _start_at)."""
+        listen = f"{self.host}:{port}"
+        self.coordinator, self.address = _start_server(
+            self.prefix("coordinator"),
+            [f"{BIN}/shardmap-coordinator", "--listen", listen,
              "--heartbeat-timeout", str(self.heartbeat_timeout),
-             *self.coordinator_args], stderr=self.stderr)
+             *self.coordinator_args], listen, self.stderr)
 
     def kill_coordinator(self):
         self.coordinator.kill()
@@ -173,12 +260,15 @@ class ProcessCluster:
 
     def add_worker(self, *extra, stderr=None, listen="127.0.0.1:0",
                    who=None, preexec_fn=None):
+        """Starts a worker; `listen` at a fixed port is a restart at the
+        address it had (see _start_at). `preexec_fn` runs in the child
+        before the worker (e.g. to set a resource limit)."""
         stderr = self.stderr if stderr is None else stderr
-        proc, address = _start(
-            [*self.prefix(len(self.workers) if who is None else who),
-             f"{BIN}/shardmap-worker",
-             "--coordinator", self.address, "--listen", listen,
-             *self.worker_args, *extra], stderr=stderr, preexec_fn=preexec_fn)
+        proc, address = _start_server(
+            self.prefix(len(self.workers) if who is None else who),
+            [f"{BIN}/shardmap-worker", "--coordinator", self.address,
+             "--listen", listen, *self.worker_args, *extra], listen, stderr,
+            preexec_fn)
         self.workers.append(Worker(proc, address))
         return self.workers[-1]
 
@@ -211,6 +301,40 @@ class ProcessCluster:
     def close(self):
         self.kill_workers()
         stop(self.coordinator)
+
+
+class ClusterTestCase(unittest.TestCase):
+    """A test case with a scratch directory (self.tmp, removed after the
+    test and after its clusters stop), ProcessClusters stopped after the
+    test, and shardctl shortcuts."""
+
+    scratch_prefix = "shardmap-test-"
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix=self.scratch_prefix)
+        self.addCleanup(self.tmp.cleanup)
+        self.count = 0  # numbers the files made here
+
+    def path(self, *parts):
+        return os.path.join(self.tmp.name, *parts)
+
+    def cluster(self, n, **kwargs):
+        """A ProcessCluster of n workers (kwargs as its own), closed after
+        the test."""
+        c = ProcessCluster(n, **kwargs)
+        self.addCleanup(c.close)
+        return c
+
+    def file(self, array):
+        """A new .npy file holding `array`."""
+        self.count += 1
+        path = self.path(f"a{self.count}.npy")
+        np.save(path, array)
+        return path
+
+    def ctl(self, c, *args, timeout=60):
+        """shardctl ARGS --coordinator (c's): (exit code, stdout, stderr)."""
+        return shardctl(*args, "--coordinator", c.address, timeout=timeout)
 
 
 def cpu_seconds(pid):

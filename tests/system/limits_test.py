@@ -11,7 +11,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
@@ -21,60 +20,24 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 
-BIN = harness.BIN
 SHARDCTL = harness.SHARDCTL
-TOKEN = os.environ["SHARDMAP_TOKEN"]  # set by harness
-TMP = None
-_count = [0]
+# Removed when the interpreter exits (TemporaryDirectory's finalizer).
+SCRATCH = harness.Scratch("shardmap-limits-test-")
+save = SCRATCH.save
 
 
-def setUpModule():
-    global TMP
-    TMP = tempfile.TemporaryDirectory(prefix="shardmap-limits-test-")
-
-
-def tearDownModule():
-    TMP.cleanup()
-
-
-def save(a):
-    _count[0] += 1
-    p = os.path.join(TMP.name, f"a{_count[0]}.npy")
-    np.save(p, a)
-    return p
-
-
-class Cluster:
+class Cluster(harness.ProcessCluster):
     """A coordinator and workers with extra flags each."""
 
     def __init__(self, workers, coordinator_flags=(), worker_flags=()):
-        self.procs = []
-        self.address = self._start(
-            [f"{BIN}/shardmap-coordinator", "--listen", "127.0.0.1:0",
-             "--heartbeat-timeout", "1.5", *coordinator_flags])
-        for _ in range(workers):
-            self._start([f"{BIN}/shardmap-worker", "--coordinator",
-                         self.address, "--listen", "127.0.0.1:0",
-                         *worker_flags])
-        harness.wait_for_workers(self.address, workers)
-
-    def _start(self, cmd):
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True)
-        self.procs.append(proc)
-        return proc.stdout.readline().strip().rsplit(" ", 1)[-1]
+        super().__init__(workers, heartbeat_timeout=1.5,
+                         coordinator_args=coordinator_flags,
+                         worker_args=worker_flags)
 
     def run(self, *args, timeout=60):
         return subprocess.run(
             [SHARDCTL, "run", "--coordinator", self.address, *args],
             capture_output=True, text=True, timeout=timeout)
-
-    def close(self):
-        for p in self.procs:
-            p.send_signal(signal.SIGCONT)
-            p.terminate()
-        for p in self.procs:
-            harness.stop(p)
 
 
 class CoordinatorLimitsTest(unittest.TestCase):
@@ -111,7 +74,7 @@ class CoordinatorLimitsTest(unittest.TestCase):
         # Within the limit the same job runs, and the result is right.
         a = np.arange(16, dtype=np.float32).reshape(16, 1)
         b = np.arange(16, dtype=np.float32).reshape(1, 16)
-        out = os.path.join(TMP.name, "outer.npy")
+        out = os.path.join(SCRATCH.name, "outer.npy")
         p = self.cluster.run("--mesh", "x=2", "--fn", "matmul", "--arg",
                              save(a), "--in-spec", "P('x')", "--arg", save(b),
                              "--in-spec", "P()", "--out", out, "--out-spec",
@@ -128,7 +91,7 @@ class ConcurrentJobsTest(unittest.TestCase):
             x = save(np.ones((4,), np.float64))
             job = ["--mesh", "x=1", "--fn", "identity", "--arg", x,
                    "--in-spec", "P('x')", "--out-spec", "P('x')"]
-            os.kill(cluster.procs[1].pid, signal.SIGSTOP)  # the worker
+            os.kill(cluster.workers[0].proc.pid, signal.SIGSTOP)  # the worker
             first = subprocess.Popen(
                 [SHARDCTL, "run", "--coordinator", cluster.address, *job],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -137,7 +100,7 @@ class ConcurrentJobsTest(unittest.TestCase):
             p = cluster.run(*job)
             self.assertEqual(p.returncode, 75, p.stderr)
             self.assertIn("--max-concurrent-jobs", p.stderr)
-            os.kill(cluster.procs[1].pid, signal.SIGCONT)
+            os.kill(cluster.workers[0].proc.pid, signal.SIGCONT)
             first.wait(timeout=30)
             harness.wait_for_workers(cluster.address, 1)
             # The slot is free again.
@@ -161,7 +124,7 @@ class WorkerBudgetTest(unittest.TestCase):
             self.assertIn("--memory-budget of 10000", p.stderr)
             # 3200 in and 3200 out fit...
             x = np.arange(400, dtype=np.float64)
-            out = os.path.join(TMP.name, "id.npy")
+            out = os.path.join(SCRATCH.name, "id.npy")
             p = cluster.run(*job, "--arg", save(x), "--out", out)
             self.assertEqual(p.returncode, 0, p.stderr)
             np.testing.assert_array_equal(np.load(out), x)
@@ -212,7 +175,7 @@ class LargeArraysTest(unittest.TestCase):
         bits = np.random.default_rng(11).integers(
             0, 2**63, size=(1024, 3072), dtype=np.uint64)
         x = bits.view(np.float64)
-        out = os.path.join(TMP.name, "big.npy")
+        out = os.path.join(SCRATCH.name, "big.npy")
         p = self.cluster.run("--mesh", "x=2", "--fn", "identity", "--arg",
                              save(x), "--in-spec", "P('x')", "--out", out,
                              "--out-spec", "P('x')", timeout=120)
@@ -221,18 +184,12 @@ class LargeArraysTest(unittest.TestCase):
 
     def test_one_oversize_message_is_resource_exhausted(self):
         # A single 9 MiB message against the 8 MiB limit every server sets.
-        # ListArraysRequest{prefix: 9 MiB of "p"}: tag, varint length, bytes.
-        n, length = 9 << 20, b""
-        while True:
-            length += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
-            n >>= 7
-            if not n:
-                break
+        # ListArraysRequest{prefix: 9 MiB of "p"}.
         ch = grpc.insecure_channel(self.cluster.address)
         with self.assertRaises(grpc.RpcError) as e:
             ch.unary_unary("/shardmap.v1.Coordinator/ListArrays")(
-                b"\x0a" + length + b"p" * (9 << 20),
-                metadata=[("authorization", f"Bearer {TOKEN}")], timeout=30)
+                harness.pb_field(1, b"p" * (9 << 20)),
+                metadata=harness.AUTH_METADATA, timeout=30)
         self.assertEqual(e.exception.code(),
                          grpc.StatusCode.RESOURCE_EXHAUSTED)
         ch.close()

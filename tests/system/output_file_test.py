@@ -4,8 +4,10 @@ through shardctl run and get on a real cluster:
 - a FIFO is written into (its reader gets the array) and stays a FIFO;
 - a character device is written into and stays a device node: a null
   device takes the data, a full device gives "No space left on device"
-  (exit 73). As root the devices are made with mknod in a scratch
-  directory, so that the test never risks the system's /dev/null;
+  (exit 73). Tested on /dev/null and /dev/full through symlinks, and on
+  device nodes made with mknod in a scratch directory where that is
+  allowed (skipped, with the reason, where it is not or the scratch
+  directory is mounted nodev);
 - a symlink (relative, absolute, chained or dangling) is followed: the
   target gets the data and the link stays a link;
 - a regular file is replaced atomically and keeps its permission bits;
@@ -86,32 +88,60 @@ class OutTest(unittest.TestCase):
                 self.assertEqual(data, npy_bytes(self.x))
                 self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
 
-    def char_device(self, minor):
-        """A character device like /dev/null (minor 3) or /dev/full (7)."""
-        if os.geteuid() != 0:
-            return {3: "/dev/null", 7: "/dev/full"}[minor]
-        path = os.path.join(SCRATCH.name, SCRATCH.fresh("dev"))
-        try:
-            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
-        except PermissionError:
-            self.skipTest("cannot mknod here")
-        return path
-
-    def test_character_devices_are_written_into_not_replaced(self):
-        null = self.char_device(3)
-        code, _, err = self.run_to(null)
-        self.assertEqual(code, 0, err)
-        self.assertTrue(stat.S_ISCHR(os.lstat(null).st_mode))
-        code, _, err = self.get_to(null)
-        self.assertEqual(code, 0, err)
-        self.assertTrue(stat.S_ISCHR(os.lstat(null).st_mode))
-
-        full = self.char_device(7)
+    def check_devices(self, null, full, shown=None):
+        """--out onto a null device takes the data and onto a full device
+        fails with exit 73 naming `shown` (the path given); both stay
+        device nodes."""
+        shown = shown or full
+        for write in (self.run_to, self.get_to):
+            with self.subTest(command=write.__name__, device=null):
+                code, _, err = write(null)
+                self.assertEqual(code, 0, err)
+                self.assertTrue(stat.S_ISCHR(os.stat(null).st_mode))
         code, _, err = self.run_to(full)
         self.assertEqual(code, 73, err)
         self.assertIn("No space left on device", err)
-        self.assertIn(full, err)
-        self.assertTrue(stat.S_ISCHR(os.lstat(full).st_mode))
+        self.assertIn(shown, err)
+        self.assertTrue(stat.S_ISCHR(os.stat(full).st_mode))
+
+    def test_system_devices_through_symlinks(self):
+        # /dev/null and /dev/full exist on every Linux system and can be
+        # written by anyone; through a symlink, the link must be followed
+        # into the device, and the link and the device stay as they were.
+        for dev in ("/dev/null", "/dev/full"):
+            if not stat.S_ISCHR(os.stat(dev).st_mode):
+                self.skipTest(f"{dev} is not a character device here")
+        d = os.path.join(SCRATCH.name, SCRATCH.fresh("devlinks"))
+        os.makedirs(d)
+        null, full = os.path.join(d, "null"), os.path.join(d, "full")
+        os.symlink("/dev/null", null)
+        os.symlink("/dev/full", full)
+        self.check_devices(null, full)
+        self.assertEqual(os.readlink(null), "/dev/null")
+        self.assertEqual(os.readlink(full), "/dev/full")
+        self.assertEqual(sorted(os.listdir(d)), ["full", "null"])
+
+    def make_char_device(self, minor):
+        """A device node like /dev/null (minor 3) or /dev/full (7) made in
+        the scratch directory, so that a faulty write cannot harm the
+        system's own. Skips the test, saying why, where device nodes cannot
+        be made (no CAP_MKNOD) or not opened (a file system mounted
+        nodev)."""
+        path = os.path.join(SCRATCH.name, SCRATCH.fresh("dev"))
+        try:
+            os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, minor))
+        except OSError as e:
+            self.skipTest(f"cannot make a device node in {SCRATCH.name}: "
+                          f"{e.strerror}")
+        try:
+            os.close(os.open(path, os.O_WRONLY))
+        except OSError as e:
+            self.skipTest(f"cannot open a device node in {SCRATCH.name} "
+                          f"({e.strerror}): is it mounted nodev?")
+        return path
+
+    def test_device_nodes_are_written_into_not_replaced(self):
+        self.check_devices(self.make_char_device(3), self.make_char_device(7))
 
     def test_symlinks_are_followed(self):
         d = os.path.join(SCRATCH.name, SCRATCH.fresh("links"))

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 import unittest
 
@@ -25,35 +24,17 @@ SHARDCTL = harness.SHARDCTL
 RNG = np.random.default_rng(31)
 
 
-class Base(unittest.TestCase):
+class Base(harness.ClusterTestCase):
     """Clusters, files and jobs for the cases below."""
 
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory(prefix="shardmap-rel-")
-        self.count = 0
-
-    def tearDown(self):
-        self.tmp.cleanup()
+    scratch_prefix = "shardmap-rel-"
 
     def cluster(self, n, coordinator_args=(), heartbeat_timeout=1.0,
                 worker_args=()):
-        c = harness.ProcessCluster(
+        return super().cluster(
             n, heartbeat_timeout=heartbeat_timeout,
             coordinator_args=coordinator_args,
             worker_args=["--test-functions", *worker_args])
-        self.addCleanup(c.close)
-        return c
-
-    def file(self, array):
-        self.count += 1
-        path = os.path.join(self.tmp.name, f"a{self.count}.npy")
-        np.save(path, array)
-        return path
-
-    def ctl(self, c, *args, timeout=60):
-        p = subprocess.run([SHARDCTL, *args, "--coordinator", c.address],
-                           capture_output=True, text=True, timeout=timeout)
-        return p.returncode, p.stdout, p.stderr
 
     def job(self, c, fn, x, kwargs, mesh="x=2", in_spec="P('x')",
             out_spec="P()", extra=()):
@@ -419,18 +400,14 @@ class IdempotencyTest(Base):
     def test_17_a_repeated_delete_with_its_call_id_succeeds(self):
         import grpc  # only here: the other cases go through shardctl
 
-        def field(number, text):  # a protobuf string field
-            data = text.encode()
-            return bytes([number << 3 | 2, len(data)]) + data
+        field = harness.pb_field
 
         def delete(name, call_id=None):
             request = field(1, name) + (field(2, call_id) if call_id else b"")
             with grpc.insecure_channel(self.c.address) as ch:
                 try:
                     ch.unary_unary("/shardmap.v1.Coordinator/DeleteArray")(
-                        request, timeout=10, metadata=[(
-                            "authorization",
-                            "Bearer " + os.environ["SHARDMAP_TOKEN"])])
+                        request, timeout=10, metadata=harness.AUTH_METADATA)
                     return grpc.StatusCode.OK, ""
                 except grpc.RpcError as e:
                     return e.code(), e.details()

@@ -10,12 +10,14 @@ Environment: SHARDMAP_BIN_DIR = directory of the binaries.
 """
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import unittest
+from unittest import mock
 
 import numpy as np
 
@@ -173,6 +175,35 @@ class CoordinatorRestartTest(unittest.TestCase):
         code, got, err = c.get("a")
         self.assertEqual(code, 0, err)
         np.testing.assert_array_equal(got, new)
+
+    def test_a_restart_whose_port_was_taken_meanwhile_waits_for_it(self):
+        # Between the kill and the restart another process takes the port
+        # (here a plain listening socket); it lets go once the restart has
+        # found the port taken. The restart then starts the coordinator at
+        # its address, and the workers come back to it.
+        c = self.c
+        code, _, err = c.put("a", np.arange(4, dtype=np.int32), "x=1", "P()")
+        self.assertEqual(code, 0, err)
+        port = int(c.address.rsplit(":", 1)[1])
+        c.kill_coordinator()
+        squatter = socket.create_server(("127.0.0.1", port))
+        probes = []
+        real_port_taken = harness.port_taken
+
+        def port_taken(address):
+            taken = real_port_taken(address)
+            probes.append(taken)
+            if taken:
+                squatter.close()
+            return taken
+
+        with mock.patch.object(harness, "port_taken", port_taken):
+            c.start_coordinator(port)
+        squatter.close()
+        self.assertEqual(probes[0], True, probes)
+        self.assertEqual(c.address, f"127.0.0.1:{port}")
+        c.wait_for_workers(4, timeout=REPORT_TIMEOUT)
+        c.wait_listed(["a"])
 
     def test_an_array_whose_holder_died_meanwhile_is_lost(self):
         c = self.c

@@ -10,10 +10,7 @@ import os
 import resource
 import shutil
 import signal
-import subprocess
 import sys
-import tempfile
-import unittest
 
 import numpy as np
 
@@ -24,31 +21,9 @@ SHARDCTL = harness.SHARDCTL
 RNG = np.random.default_rng(34)
 
 
-class Base(unittest.TestCase):
+class Base(harness.ClusterTestCase):
 
-    def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory(prefix="shardmap-storage-")
-        self.addCleanup(self.tmp.cleanup)
-        self.count = 0
-
-    def path(self, *parts):
-        return os.path.join(self.tmp.name, *parts)
-
-    def cluster(self, n):
-        c = harness.ProcessCluster(n)
-        self.addCleanup(c.close)
-        return c
-
-    def file(self, array):
-        self.count += 1
-        path = self.path(f"a{self.count}.npy")
-        np.save(path, array)
-        return path
-
-    def ctl(self, c, *args):
-        p = subprocess.run([SHARDCTL, *args, "--coordinator", c.address],
-                           capture_output=True, text=True, timeout=60)
-        return p.returncode, p.stdout, p.stderr
+    scratch_prefix = "shardmap-storage-"
 
     def put(self, c, name, array, mesh="x=2", spec="P('x')", *extra):
         return self.ctl(c, "put", name, self.file(array), "--mesh", mesh,
@@ -281,14 +256,8 @@ class StateDirTest(Base):
 
     def start_worker(self, c, state_dir, preexec_fn=None, log=None,
                      listen="127.0.0.1:0"):
-        proc = subprocess.Popen(
-            [f"{harness.BIN}/shardmap-worker", "--coordinator", c.address,
-             "--listen", listen, "--state-dir", state_dir],
-            stdout=subprocess.PIPE, stderr=log or subprocess.DEVNULL,
-            text=True, preexec_fn=preexec_fn)
-        address = proc.stdout.readline().strip().rsplit(" ", 1)[-1]
-        c.workers.append(harness.Worker(proc, address))
-        return c.workers[-1]
+        return c.add_worker("--state-dir", state_dir, stderr=log,
+                            listen=listen, preexec_fn=preexec_fn)
 
     def test_a_put_that_cannot_be_persisted_fails_and_commits_nothing(self):
         c = self.cluster(0)

@@ -164,5 +164,54 @@ TEST_F(AtomicFileTest, AFailedWriteAtADirectoryFdNamesThePath) {
   EXPECT_EQ(Entries(), 1);  // only "d": the temporary file is gone
 }
 
+TEST_F(AtomicFileTest, ModeBitsLessTheUmaskOrExact) {
+  const mode_t old_umask = ::umask(022);
+  const std::string made = dir_ + "/made";
+  const std::string kept = dir_ + "/kept";
+  ASSERT_TRUE(WriteFileAtomically(made, {"x"}, FileMode{0666}).ok());
+  ASSERT_TRUE(WriteFileAtomically(kept, {"x"}, FileMode{0662, true}).ok());
+  ::umask(old_umask);
+  struct stat st;
+  ASSERT_EQ(::stat(made.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+  ASSERT_EQ(::stat(kept.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0662u);
+}
+
+TEST_F(AtomicFileTest, AWriterByNameReplacesTheFile) {
+  const std::string path = dir_ + "/f";
+  ASSERT_TRUE(WriteFileAtomically(path, {"old"}).ok());
+  std::string given;
+  ASSERT_TRUE(ReplaceFileAtomically(path, [&given](const std::string& tmp) {
+                given = tmp;
+                std::ofstream(tmp) << "new";
+                return absl::OkStatus();
+              }).ok());
+  EXPECT_EQ(Read(path), "new");
+  EXPECT_NE(given, path);
+  EXPECT_EQ(given.rfind(path + ".tmp.", 0), 0u) << given;
+  EXPECT_EQ(Entries(), 1);
+}
+
+TEST_F(AtomicFileTest, AWriterByNameThatFailsLeavesTheOldFile) {
+  const std::string path = dir_ + "/f";
+  ASSERT_TRUE(WriteFileAtomically(path, {"old"}).ok());
+  EXPECT_TRUE(StatusIs(ReplaceFileAtomically(path,
+                                             [](const std::string& tmp) {
+                                               std::ofstream(tmp) << "half";
+                                               return absl::DataLossError(
+                                                   "writer gave up");
+                                             }),
+                       absl::StatusCode::kDataLoss, {"writer gave up"}));
+  // A writer that made no file: syncing it names the path.
+  EXPECT_TRUE(
+      StatusIs(ReplaceFileAtomically(
+                   path, [](const std::string&) { return absl::OkStatus(); }),
+               absl::StatusCode::kInternal,
+               {"cannot sync " + path, "No such file or directory"}));
+  EXPECT_EQ(Read(path), "old");
+  EXPECT_EQ(Entries(), 1);
+}
+
 }  // namespace
 }  // namespace shardmap

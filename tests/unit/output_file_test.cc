@@ -64,6 +64,17 @@ TEST_F(OutputFileTest, NewAndRegularFilesAreReplacedKeepingTheirMode) {
   EXPECT_TRUE(NoTemporaries(dir_));
 }
 
+TEST_F(OutputFileTest, ANewFileIsMadeAsARedirectionWouldMakeIt) {
+  // 0666 less the umask, as a shell's `> file` creates it.
+  const mode_t old_umask = ::umask(027);
+  const absl::Status s = WriteOutputNpy(P("made.npy"), t_);
+  ::umask(old_umask);
+  ASSERT_TRUE(s.ok()) << s;
+  struct stat st;
+  ASSERT_EQ(::stat(P("made.npy").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0640u);
+}
+
 TEST_F(OutputFileTest, SymlinksAreFollowedToTheirTarget) {
   fs::create_directory(P("sub"));
   std::ofstream(P("sub/t.npy")) << "x";
