@@ -1,0 +1,440 @@
+// Tests of server/job_service: a client's job end to end through the real
+// JobRunner, with a fake client stream and fake one-device workers that
+// negate their argument, and no process or socket. Admission (the
+// concurrent job limit), idempotent replay of a call_id, the locks on
+// resident arrays (writers exclude readers and writers; read-only states
+// share), and the byte quota.
+#include "server/job_service.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "core/proto_convert.h"
+#include "core/signature.h"
+#include "tests/unit/fake_job_stream.h"
+#include "tests/unit/status_matchers.h"
+#include "tests/unit/wait_until.h"
+
+namespace shardmap {
+namespace {
+
+constexpr char kAddress[] = "fake-worker:1";
+// A bound on waits that must succeed; never reached when all is well.
+constexpr absl::Duration kLong = absl::Seconds(20);
+// How long a job that must wait for a lock is given before it gives up.
+constexpr absl::Duration kBlocked = absl::Milliseconds(100);
+
+// Shared by a FakeWorkers and the channels it opened.
+struct WorkerState {
+  absl::Mutex mu;
+  int opened ABSL_GUARDED_BY(mu) = 0;
+  // The next this many channels wait in their first Read until released.
+  int hold_next ABSL_GUARDED_BY(mu) = 0;
+  int waiting ABSL_GUARDED_BY(mu) = 0;  // channels held right now
+  bool released ABSL_GUARDED_BY(mu) = false;
+  std::vector<std::string> functions ABSL_GUARDED_BY(mu);  // by Open order
+};
+
+// One device's job on a fake worker: every output is the negated block of
+// argument 0 (zeros for a resident argument, whose data it never gets).
+class NegatingChannel final : public ShardChannel {
+ public:
+  NegatingChannel(WorkerState* state, bool held, absl::Time deadline)
+      : state_(state), held_(held), deadline_(deadline) {}
+
+  bool Write(const v1::ShardRequest& request) override {
+    if (request.has_job()) {
+      job_ = request.job();
+      absl::MutexLock lock(&state_->mu);
+      state_->functions.push_back(job_.function());
+    }
+    if (request.has_chunk() && request.chunk().index() == 0) {
+      arg0_ += request.chunk().data();
+    }
+    return true;
+  }
+  bool WritesDone() override { return true; }
+  bool Read(v1::ShardResponse* response) override {
+    if (!answered_) {
+      if (held_ && !Wait()) return false;
+      Answer();
+      answered_ = true;
+    }
+    if (next_ >= responses_.size()) return false;
+    *response = responses_[next_++];
+    return true;
+  }
+  absl::Status Finish() override {
+    absl::MutexLock lock(&state_->mu);
+    if (cancelled_) return absl::CancelledError("the job was cancelled");
+    return absl::OkStatus();
+  }
+  void Cancel() override {
+    absl::MutexLock lock(&state_->mu);
+    cancelled_ = true;
+  }
+
+ private:
+  // Waits to be released; false if cancelled or past the deadline first.
+  bool Wait() {
+    absl::MutexLock lock(&state_->mu);
+    ++state_->waiting;
+    auto go = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_->mu) {
+      return state_->released || cancelled_;
+    };
+    state_->mu.AwaitWithDeadline(absl::Condition(&go), deadline_);
+    --state_->waiting;
+    return state_->released && !cancelled_;
+  }
+  void Answer() {
+    const int64_t elements = arg0_.size() / sizeof(float);
+    std::vector<float> negated(elements);
+    for (int64_t i = 0; i < elements; ++i) {
+      float v;
+      std::memcpy(&v, arg0_.data() + i * sizeof(float), sizeof(float));
+      negated[i] = -v;
+    }
+    Shape block(job_.args(0).shape().begin(), job_.args(0).shape().end());
+    if (arg0_.empty()) negated.assign(NumElements(block), 0.0f);
+    v1::ShardResponse outputs;
+    v1::ShardOutputs* o = outputs.mutable_outputs();
+    for (int i = 0; i < job_.send_outputs_size(); ++i) {
+      *o->add_outputs() = HeaderToProto(DType::kFloat32, block);
+      o->add_digests(0);
+    }
+    for (int i = 0; i < job_.states_size(); ++i) {
+      o->add_state_digests(0);
+      o->add_read_state_digests(0);
+    }
+    for (int i = 0; i < job_.resident_args_size(); ++i) {
+      o->add_resident_arg_digests(0);
+    }
+    responses_.push_back(outputs);
+    for (int i = 0; i < job_.send_outputs_size(); ++i) {
+      if (!job_.send_outputs(i)) continue;
+      v1::ShardResponse chunk;
+      chunk.mutable_chunk()->set_index(i);
+      chunk.mutable_chunk()->set_data(negated.data(),
+                                      negated.size() * sizeof(float));
+      responses_.push_back(chunk);
+    }
+  }
+
+  WorkerState* const state_;
+  const bool held_;
+  const absl::Time deadline_;
+  bool cancelled_ ABSL_GUARDED_BY(state_->mu) = false;
+  v1::ShardJob job_;
+  std::string arg0_;
+  bool answered_ = false;
+  std::vector<v1::ShardResponse> responses_;
+  size_t next_ = 0;
+};
+
+class FakeWorkers final : public WorkerConnector {
+ public:
+  std::unique_ptr<ShardChannel> Open(const std::string& address,
+                                     absl::Time deadline) override {
+    absl::MutexLock lock(&state_.mu);
+    ++state_.opened;
+    const bool held = state_.hold_next > 0;
+    if (held) --state_.hold_next;
+    return std::make_unique<NegatingChannel>(&state_, held, deadline);
+  }
+  absl::Status SkipTickets(const std::string& address,
+                           const v1::SkipTicketsRequest& request,
+                           absl::Time deadline) override {
+    return absl::OkStatus();
+  }
+
+  // The next `n` jobs wait on their worker until Release.
+  void HoldNext(int n) {
+    absl::MutexLock lock(&state_.mu);
+    state_.hold_next = n;
+    state_.released = false;
+  }
+  void Release() {
+    absl::MutexLock lock(&state_.mu);
+    state_.released = true;
+  }
+  int opened() {
+    absl::MutexLock lock(&state_.mu);
+    return state_.opened;
+  }
+  int waiting() {
+    absl::MutexLock lock(&state_.mu);
+    return state_.waiting;
+  }
+
+ private:
+  WorkerState state_;
+};
+
+v1::JobSpec Spec(const std::string& function, const Shape& shape) {
+  v1::JobSpec spec;
+  spec.set_function(function);
+  *spec.mutable_mesh() = MeshToProto(*Mesh::Create({{"x", 1}}));
+  *spec.add_args() = HeaderToProto(DType::kFloat32, shape);
+  *spec.add_in_specs() = SpecToProto(PartitionSpec());
+  *spec.add_out_specs() = SpecToProto(PartitionSpec());
+  return spec;
+}
+
+// `spec` with its state slot "table" bound to the resident array "table".
+v1::JobSpec WithTable(v1::JobSpec spec) {
+  v1::StateBinding* b = spec.add_states();
+  b->set_slot("table");
+  b->set_name("table");
+  return spec;
+}
+
+Tensor Floats(std::vector<float> values) {
+  Tensor t(DType::kFloat32, {static_cast<int64_t>(values.size())});
+  std::copy(values.begin(), values.end(), t.data_as<float>());
+  return t;
+}
+
+std::vector<float> Values(const absl::StatusOr<Tensor>& t) {
+  if (!t.ok()) return {};
+  return std::vector<float>(t->data_as<float>(),
+                            t->data_as<float>() + t->num_elements());
+}
+
+class JobServiceTest : public ::testing::Test {
+ protected:
+  JobServiceTest()
+      : pool_(WorkerPool::Options{}),
+        index_([](const std::string&) { return true; }) {
+    std::vector<v1::FunctionSignature> functions = {
+        Signature("neg", 1).DTypes({DType::kFloat32}).proto(),
+        Signature("read_table", 1)
+            .DTypes({DType::kFloat32})
+            .State("table", /*write=*/false)
+            .proto(),
+        Signature("write_table", 1)
+            .DTypes({DType::kFloat32})
+            .State("table", /*write=*/true)
+            .proto(),
+    };
+    worker_id_ = *pool_.Register(kAddress, 1, functions);
+    ResidentArray table;
+    table.name = "table";
+    table.meta = ArrayMeta{DType::kFloat32, {4}};
+    table.mesh = *Mesh::Create({{"x", 1}});
+    table.worker_ids = {worker_id_};
+    table.addresses = {kAddress};
+    table.version = index_.NextVersion();
+    index_.Commit(table);
+  }
+
+  // The service under test, made on first use with these options.
+  JobService& Service(JobService::Options options = {}) {
+    if (service_ == nullptr) {
+      JobRunner::Options runner_options;
+      runner_options.max_job_bytes = options.max_job_bytes;
+      runner_ = std::make_unique<JobRunner>(runner_options, &workers_, &index_);
+      service_ = std::make_unique<JobService>(options, &pool_, runner_.get(),
+                                              &index_, &locks_, &calls_);
+    }
+    return *service_;
+  }
+  JobCall Call(absl::Duration timeout = kLong) {
+    JobCall call;
+    call.deadline = call.start + timeout;
+    return call;
+  }
+  // Runs `spec` with argument `arg` on another thread; Join() gives its
+  // status.
+  struct Background {
+    std::unique_ptr<FakeJobStream> stream;
+    absl::Status status;
+    std::thread thread;
+    absl::Status Join() {
+      thread.join();
+      return status;
+    }
+  };
+  std::unique_ptr<Background> Start(const v1::JobSpec& spec,
+                                    const Tensor& arg) {
+    auto b = std::make_unique<Background>();
+    b->stream = std::make_unique<FakeJobStream>(spec, std::vector{&arg});
+    Background* raw = b.get();
+    JobService* service = &Service();
+    b->thread = std::thread([this, raw, service] {
+      raw->status = service->Run(Call(), raw->stream.get());
+    });
+    return b;
+  }
+
+  WorkerPool pool_;
+  ResidentIndex index_;
+  std::string worker_id_;
+  NameLocks locks_;
+  CallRegistry calls_{CallRegistry::Options{}};
+  FakeWorkers workers_;
+  std::unique_ptr<JobRunner> runner_;
+  std::unique_ptr<JobService> service_;
+};
+
+TEST_F(JobServiceTest, RunsAJobAndReturnsItsOutput) {
+  const Tensor x = Floats({1, -2, 3.5, 0});
+  FakeJobStream stream(Spec("neg", {4}), {&x});
+  ASSERT_TRUE(Service().Run(Call(), &stream).ok());
+  EXPECT_EQ(Values(stream.Output(0)), (std::vector<float>{-1, 2, -3.5, 0}));
+  EXPECT_EQ(stream.result()->num_devices(), 1);
+  EXPECT_EQ(Service().completed(), 1);
+  EXPECT_EQ(Service().failed(), 0);
+}
+
+TEST_F(JobServiceTest, RefusesAJobOverTheConcurrentLimit) {
+  JobService::Options options;
+  options.max_concurrent_jobs = 1;
+  Service(options);
+  workers_.HoldNext(1);
+  const Tensor x = Floats({1, 2, 3, 4});
+  auto first = Start(Spec("neg", {4}), x);
+  ASSERT_TRUE(WaitUntil([&] { return workers_.waiting() == 1; }));
+
+  FakeJobStream second(Spec("neg", {4}), {&x});
+  EXPECT_TRUE(StatusIs(Service().Run(Call(), &second),
+                       absl::StatusCode::kResourceExhausted,
+                       {"already runs 1 jobs", "--max-concurrent-jobs"}));
+  EXPECT_EQ(second.reads(), 0u);  // refused before reading anything
+  EXPECT_EQ(workers_.opened(), 1);
+
+  workers_.Release();
+  ASSERT_TRUE(first->Join().ok());
+  EXPECT_EQ(Values(first->stream->Output(0)),
+            (std::vector<float>{-1, -2, -3, -4}));
+  EXPECT_EQ(Service().completed(), 1);
+  EXPECT_EQ(Service().failed(), 1);
+}
+
+TEST_F(JobServiceTest, AnswersARetryOfACallIdFromItsFirstRun) {
+  v1::JobSpec spec = Spec("neg", {3});
+  spec.set_call_id("call-1");
+  const Tensor x = Floats({5, 6, 7});
+  FakeJobStream first(spec, {&x});
+  ASSERT_TRUE(Service().Run(Call(), &first).ok());
+  FakeJobStream retry(spec, {&x});
+  ASSERT_TRUE(Service().Run(Call(), &retry).ok());
+
+  EXPECT_EQ(workers_.opened(), 1);  // ran once
+  EXPECT_EQ(Values(retry.Output(0)), (std::vector<float>{-5, -6, -7}));
+  EXPECT_EQ(retry.result()->job_id(), first.result()->job_id());
+  EXPECT_EQ(Service().completed(), 1);  // a replay is not a second job
+}
+
+TEST_F(JobServiceTest, RefusesAnotherRequestUnderAUsedCallId) {
+  v1::JobSpec spec = Spec("neg", {3});
+  spec.set_call_id("call-1");
+  const Tensor x = Floats({5, 6, 7});
+  FakeJobStream first(spec, {&x});
+  ASSERT_TRUE(Service().Run(Call(), &first).ok());
+
+  v1::JobSpec other = Spec("neg", {2});
+  other.set_call_id("call-1");
+  const Tensor y = Floats({5, 6});
+  FakeJobStream another_spec(other, {&y});
+  EXPECT_TRUE(StatusIs(Service().Run(Call(), &another_spec),
+                       absl::StatusCode::kInvalidArgument,
+                       {"call_id 'call-1'", "another request", "job neg"}));
+
+  const Tensor z = Floats({5, 6, 8});
+  FakeJobStream other_data(spec, {&z});
+  EXPECT_TRUE(StatusIs(Service().Run(Call(), &other_data),
+                       absl::StatusCode::kInvalidArgument,
+                       {"call_id 'call-1'", "other argument data"}));
+  EXPECT_TRUE(other_data.responses().empty());
+  EXPECT_EQ(workers_.opened(), 1);
+}
+
+// A job that writes the array excludes every other job using it until it
+// ends: one that asks meanwhile waits, and fails at its deadline.
+TEST_F(JobServiceTest, AWriterOfAnArrayExcludesItsReadersAndWriters) {
+  for (const char* second : {"read_table", "write_table"}) {
+    SCOPED_TRACE(second);
+    workers_.HoldNext(1);
+    const Tensor x = Floats({1, 2, 3, 4});
+    auto writer = Start(WithTable(Spec("write_table", {4})), x);
+    ASSERT_TRUE(WaitUntil([&] { return workers_.waiting() == 1; }));
+    const int opened = workers_.opened();
+
+    FakeJobStream other(WithTable(Spec(second, {4})), {&x});
+    EXPECT_TRUE(StatusIs(
+        Service().Run(Call(kBlocked), &other),
+        absl::StatusCode::kDeadlineExceeded,
+        {"other jobs using the same resident arrays", "'table' was in use"}));
+    EXPECT_EQ(workers_.opened(), opened);  // it never reached a worker
+
+    workers_.Release();
+    ASSERT_TRUE(writer->Join().ok());
+    EXPECT_EQ(Values(writer->stream->Output(0)),
+              (std::vector<float>{-1, -2, -3, -4}));
+  }
+}
+
+// And the other way round: a writer waits for the job reading the array.
+TEST_F(JobServiceTest, AReaderOfAnArrayExcludesItsWriters) {
+  workers_.HoldNext(1);
+  const Tensor x = Floats({1, 2, 3, 4});
+  auto reader = Start(WithTable(Spec("read_table", {4})), x);
+  ASSERT_TRUE(WaitUntil([&] { return workers_.waiting() == 1; }));
+
+  FakeJobStream writer(WithTable(Spec("write_table", {4})), {&x});
+  EXPECT_TRUE(StatusIs(Service().Run(Call(kBlocked), &writer),
+                       absl::StatusCode::kDeadlineExceeded,
+                       {"'table' was in use"}));
+  workers_.Release();
+  ASSERT_TRUE(reader->Join().ok());
+}
+
+// A state slot the function only reads takes a read lock: two such jobs
+// on one array run at once (the second ends while the first still runs).
+TEST_F(JobServiceTest, JobsThatOnlyReadAStateShareIt) {
+  workers_.HoldNext(1);
+  const Tensor x = Floats({1, 2, 3, 4});
+  auto first = Start(WithTable(Spec("read_table", {4})), x);
+  ASSERT_TRUE(WaitUntil([&] { return workers_.waiting() == 1; }));
+
+  const Tensor y = Floats({9, 8, 7, 6});
+  FakeJobStream second(WithTable(Spec("read_table", {4})), {&y});
+  ASSERT_TRUE(Service().Run(Call(), &second).ok());
+  EXPECT_EQ(Values(second.Output(0)), (std::vector<float>{-9, -8, -7, -6}));
+  EXPECT_EQ(workers_.waiting(), 1);  // the first still runs
+
+  workers_.Release();
+  ASSERT_TRUE(first->Join().ok());
+  EXPECT_EQ(Values(first->stream->Output(0)),
+            (std::vector<float>{-1, -2, -3, -4}));
+}
+
+// The arguments alone over --max-job-bytes are refused before any of their
+// data is read; the job runner adds the returned outputs to them.
+TEST_F(JobServiceTest, RefusesArgumentsOverTheByteQuota) {
+  JobService::Options options;
+  options.max_job_bytes = 20;  // five float32
+  Service(options);
+  const Tensor x = Floats({1, 2, 3, 4, 5, 6});
+  FakeJobStream over(Spec("neg", {6}), {&x});
+  EXPECT_TRUE(StatusIs(
+      Service().Run(Call(), &over), absl::StatusCode::kResourceExhausted,
+      {"arguments total 24 bytes", "--max-job-bytes of 20 bytes"}));
+  EXPECT_EQ(over.reads(), 1u);  // the JobSpec, none of the data
+  EXPECT_EQ(workers_.opened(), 0);
+
+  const Tensor y = Floats({1, 2});  // 8 bytes in, 8 returned
+  FakeJobStream under(Spec("neg", {2}), {&y});
+  ASSERT_TRUE(Service().Run(Call(), &under).ok());
+  EXPECT_EQ(Values(under.Output(0)), (std::vector<float>{-1, -2}));
+}
+
+}  // namespace
+}  // namespace shardmap
