@@ -6,9 +6,10 @@
 #include <memory>
 
 #include "core/error_reason.h"
-#include "core/proto_convert.h"
 #include "core/status_util.h"
-#include "core/trace_context.h"
+#include "rpc/grpc_status.h"
+#include "rpc/trace_context.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 namespace {

@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
-#include "core/drain_gate.h"
+#include "rpc/drain_gate.h"
 #include "server/array_service.h"
 #include "server/deadline_watchdog.h"
 #include "server/job_service.h"

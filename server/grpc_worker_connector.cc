@@ -4,9 +4,10 @@
 
 #include <functional>
 
-#include "core/channel.h"
 #include "core/status_util.h"
-#include "core/trace_context.h"
+#include "rpc/channel.h"
+#include "rpc/grpc_status.h"
+#include "rpc/trace_context.h"
 
 namespace shardmap {
 namespace {

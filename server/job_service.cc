@@ -8,10 +8,10 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
-#include "core/proto_convert.h"
 #include "core/status_util.h"
-#include "core/trace_context.h"
+#include "rpc/trace_context.h"
 #include "server/planner.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 namespace {

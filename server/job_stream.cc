@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/hash/hash.h"
-#include "core/chunking.h"
 #include "core/status_util.h"
+#include "wire/chunking.h"
 
 namespace shardmap {
 

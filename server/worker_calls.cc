@@ -2,8 +2,9 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include "core/channel.h"
 #include "core/status_util.h"
+#include "rpc/channel.h"
+#include "rpc/grpc_status.h"
 
 namespace shardmap {
 namespace {

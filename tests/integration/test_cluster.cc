@@ -3,7 +3,7 @@
 #include <thread>
 
 #include "client/shard_client.h"
-#include "core/channel.h"
+#include "rpc/channel.h"
 
 namespace shardmap {
 

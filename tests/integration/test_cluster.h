@@ -24,12 +24,12 @@
 #include "server/worker_calls.h"
 #include "server/worker_pool.h"
 #include "worker/coordinator_link.h"
-#include "worker/function_registry.h"
-#include "worker/grpc_peer_transport.h"
+#include "worker/functions/function_registry.h"
 #include "worker/job_sequencer.h"
-#include "worker/peer_service.h"
-#include "worker/resident_store.h"
 #include "worker/shard_executor.h"
+#include "worker/store/resident_store.h"
+#include "worker/transport/grpc/grpc_peer_transport.h"
+#include "worker/transport/grpc/peer_service.h"
 #include "worker/worker_service.h"
 
 namespace shardmap {

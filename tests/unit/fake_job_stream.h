@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "core/chunking.h"
-#include "core/proto_convert.h"
 #include "core/tensor.h"
 #include "server/job_stream.h"
+#include "wire/chunking.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 

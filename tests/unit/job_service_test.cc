@@ -16,11 +16,11 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
-#include "core/proto_convert.h"
-#include "core/signature.h"
 #include "tests/unit/fake_job_stream.h"
 #include "tests/unit/status_matchers.h"
 #include "tests/unit/wait_until.h"
+#include "wire/proto_convert.h"
+#include "wire/signature.h"
 
 namespace shardmap {
 namespace {
