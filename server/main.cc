@@ -16,12 +16,18 @@
 #include "rpc/credentials.h"
 #include "rpc/drain_gate.h"
 #include "rpc/health_port.h"
+#include "server/array_service.h"
+#include "server/call_registry.h"
 #include "server/coordinator_health.h"
 #include "server/coordinator_metrics.h"
 #include "server/coordinator_service.h"
 #include "server/deadline_watchdog.h"
 #include "server/grpc_worker_connector.h"
 #include "server/job_runner.h"
+#include "server/job_service.h"
+#include "server/name_locks.h"
+#include "server/resident_index.h"
+#include "server/worker_calls.h"
 #include "server/worker_pool.h"
 
 int main(int argc, char** argv) {
@@ -122,15 +128,15 @@ int main(int argc, char** argv) {
   DeadlineWatchdog watchdog;
   CoordinatorService::Options service_options;
   service_options.max_job_time = absl::Seconds(max_job_seconds);
-  service_options.max_job_bytes = max_job_bytes;
-  service_options.max_concurrent_jobs = max_concurrent_jobs;
   service_options.expected_workers = expect_workers;
   service_options.gate = &gate;
+  JobService::Options job_options;
+  job_options.max_job_bytes = max_job_bytes;
+  job_options.max_concurrent_jobs = max_concurrent_jobs;
   CallRegistry::Options call_options;
   call_options.keep = absl::Seconds(call_memory);
   call_options.max_output_bytes = call_memory_bytes;
   CallRegistry call_registry(call_options);
-  service_options.call_registry = &call_registry;
   CoordinatorMetrics metrics([&pool](const std::string& function) {
     return pool.FindFunction(function).ok();
   });
@@ -146,9 +152,9 @@ int main(int argc, char** argv) {
       return 69;
     }
     metrics_endpoint = *std::move(started);
-    service_options.on_job_done = [&metrics](const std::string& function,
-                                             absl::StatusCode code,
-                                             absl::Duration elapsed) {
+    job_options.on_job_done = [&metrics](const std::string& function,
+                                         absl::StatusCode code,
+                                         absl::Duration elapsed) {
       metrics.JobDone(function, code, elapsed);
     };
   }
@@ -159,11 +165,13 @@ int main(int argc, char** argv) {
     metrics.SetWorkersUp(live);
   };
   CoordinatorHealth health(health_options, &pool);
-  service_options.await_bring_up = [&health](absl::Time deadline) {
+  job_options.await_bring_up = [&health](absl::Time deadline) {
     return health.AwaitBringUp(deadline);
   };
-  CoordinatorService coordinator(service_options, &pool, &runner, &watchdog,
-                                 &index, &locks, &calls);
+  JobService jobs(job_options, &pool, &runner, &index, &locks, &call_registry);
+  ArrayService arrays(&index, &locks, &pool, &calls, &call_registry);
+  CoordinatorService coordinator(service_options, &jobs, &arrays, &pool,
+                                 &watchdog);
   RegistryService registry(&pool, &index);
 
   grpc::EnableDefaultHealthCheckService(true);

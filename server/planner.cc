@@ -1,5 +1,7 @@
 #include "server/planner.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/collective_rules.h"
@@ -98,24 +100,27 @@ bool JobPlan::writes_residents() const {
   return false;
 }
 
-std::set<std::string> JobPlan::reads() const {
-  std::set<std::string> out;
-  for (const ArgPlan& a : args) {
-    if (a.resident.has_value()) out.insert(a.resident->name);
+ResidentAccess AccessOf(const v1::JobSpec& spec,
+                        const v1::FunctionSignature& function) {
+  ResidentAccess access;
+  for (const std::string& name : spec.resident_outputs()) {
+    if (!name.empty()) access.writes.insert(name);
   }
-  for (const StatePlan& st : states) out.insert(st.array.name);
-  return out;
-}
-
-std::set<std::string> JobPlan::writes() const {
-  std::set<std::string> out;
-  for (const auto& n : resident_outputs) {
-    if (!n.empty()) out.insert(n);
+  for (const v1::StateSlotSpec& slot : function.states()) {
+    const v1::StateBinding* binding = nullptr;  // the last one, as PlanJob
+    for (const v1::StateBinding& b : spec.states()) {
+      if (b.slot() == slot.name()) binding = &b;
+    }
+    if (binding == nullptr) continue;
+    (slot.write() ? access.writes : access.reads).insert(binding->name());
   }
-  for (const StatePlan& st : states) {
-    if (st.write) out.insert(st.array.name);
+  const int args = std::min(spec.args_size(), spec.resident_args_size());
+  for (int i = 0; i < args; ++i) {
+    const std::string& name = spec.resident_args(i);
+    if (!name.empty()) access.reads.insert(name);
   }
-  return out;
+  for (const std::string& name : access.writes) access.reads.erase(name);
+  return access;
 }
 
 bool JobPlan::IsOutputRepresentative(int o, int64_t device) const {
@@ -280,6 +285,7 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
     plan.states.push_back(std::move(st));
   }
   if (!plan.check_rep) SHARD_RETURN_IF_ERROR(RefuseUncheckedCopies(plan));
+  plan.access = AccessOf(spec, plan.function);
   return plan;
 }
 

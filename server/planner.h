@@ -33,6 +33,16 @@ struct ArgPlan {
   std::optional<ResidentArray> resident;
 };
 
+// The resident arrays a job reads and those it writes, for NameLocks.
+// Resident arguments and the state slots the function only reads are
+// read; stored outputs and the slots it writes are written. A written slot
+// is read too, but read-and-written counts as written: no other job may
+// read the array while this one may replace it. No name is in both sets.
+struct ResidentAccess {
+  std::set<std::string> reads;
+  std::set<std::string> writes;
+};
+
 // A state slot of the function bound to a resident array.
 struct StatePlan {
   std::string slot;
@@ -54,14 +64,16 @@ struct JobPlan {
   std::vector<std::string> resident_outputs;
   bool overwrite = false;
   std::vector<StatePlan> states;
+  // AccessOf(spec, function) of the spec this plan was made from.
+  ResidentAccess access;
 
   // The resident array output `o` is stored as, or empty if returned.
   const std::string& StoredAs(size_t o) const;
   // True if the job writes resident arrays (stored outputs or states).
   bool writes_residents() const;
-  // The resident names the job reads and writes, for NameLocks.
-  std::set<std::string> reads() const;
-  std::set<std::string> writes() const;
+  // The resident names the job reads and writes (access), for NameLocks.
+  const std::set<std::string>& reads() const { return access.reads; }
+  const std::set<std::string>& writes() const { return access.writes; }
 
   uint64_t input_bytes() const;
   // Whether `device` is the one whose copy of output `o` the coordinator
@@ -71,6 +83,13 @@ struct JobPlan {
 
 using FunctionLookup =
     std::function<absl::StatusOr<v1::FunctionSignature>(const std::string&)>;
+
+// The resident arrays a job with `spec` calling `function` reads and
+// writes. Needs no resident index, so a job can take its locks before it
+// plans against the versions its predecessors committed. Bindings of slots
+// the function does not have are left out (PlanJob refuses them).
+ResidentAccess AccessOf(const v1::JobSpec& spec,
+                        const v1::FunctionSignature& function);
 
 // Errors: INVALID_ARGUMENT naming the argument, dimension or axis, or
 // the output or state slot when no_check_rep is asked of a job that stores

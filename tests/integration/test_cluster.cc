@@ -21,11 +21,16 @@ TestCluster::TestCluster(const Options& options) {
       [pool = pool_.get()](const std::string& id) {
         return pool->CheckLive(id).ok();
       });
-  runner_ = std::make_unique<JobRunner>(runner_options, &connector_,
-                                        index_.get());
+  runner_ =
+      std::make_unique<JobRunner>(runner_options, &connector_, index_.get());
+  jobs_ = std::make_unique<JobService>(JobService::Options{}, pool_.get(),
+                                       runner_.get(), index_.get(), &locks_,
+                                       /*calls=*/nullptr);
+  arrays_ = std::make_unique<ArrayService>(index_.get(), &locks_, pool_.get(),
+                                           &calls_, /*call_registry=*/nullptr);
   coordinator_ = std::make_unique<CoordinatorService>(
-      CoordinatorService::Options{}, pool_.get(), runner_.get(), &watchdog_,
-      index_.get(), &locks_, &calls_);
+      CoordinatorService::Options{}, jobs_.get(), arrays_.get(), pool_.get(),
+      &watchdog_);
   registry_ = std::make_unique<RegistryService>(pool_.get(), index_.get());
   grpc::ServerBuilder builder;
   int port = 0;

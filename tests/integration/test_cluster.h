@@ -13,8 +13,16 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "server/array_service.h"
 #include "server/coordinator_service.h"
+#include "server/deadline_watchdog.h"
 #include "server/grpc_worker_connector.h"
+#include "server/job_runner.h"
+#include "server/job_service.h"
+#include "server/name_locks.h"
+#include "server/resident_index.h"
+#include "server/worker_calls.h"
+#include "server/worker_pool.h"
 #include "worker/coordinator_link.h"
 #include "worker/functions/function_registry.h"
 #include "worker/job_sequencer.h"
@@ -67,6 +75,8 @@ class TestCluster {
   WorkerCalls calls_;
   GrpcWorkerConnector connector_;
   std::unique_ptr<JobRunner> runner_;
+  std::unique_ptr<JobService> jobs_;
+  std::unique_ptr<ArrayService> arrays_;
   std::unique_ptr<CoordinatorService> coordinator_;
   std::unique_ptr<RegistryService> registry_;
   std::unique_ptr<grpc::Server> server_;

@@ -7,6 +7,7 @@
 
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -531,6 +532,33 @@ namespace {
 // Found by fuzz/job_spec_fuzzer: a number too large for a double made
 // nlohmann throw out_of_range, which ParseKwargs did not catch, so the
 // coordinator ended on such a request.
+// The lock rule: resident arguments and read-only states are read; stored
+// outputs and written states (read and written back) are written; a name
+// both read and written counts only as written.
+TEST(AccessOfTest, ReadOnlyStatesAreReadsAndWrittenStatesWrites) {
+  const v1::FunctionSignature fn = Signature("step", 2, /*num_outputs=*/2)
+                                       .State("buf", /*write=*/true)
+                                       .State("cfg", /*write=*/false)
+                                       .proto();
+  v1::JobSpec job =
+      Job("step", "x=1", {{kF32, {2}}, {kF32, {2}}}, {"P()"}, {"P()"});
+  job.add_resident_args("a");
+  job.add_resident_args("out");  // read and stored: a write
+  job.add_resident_outputs("");
+  job.add_resident_outputs("out");
+  for (const auto& [slot, name] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"buf", "old"}, {"buf", "b"}, {"cfg", "c"}, {"nope", "z"}}) {
+    v1::StateBinding* b = job.add_states();
+    b->set_slot(slot);
+    b->set_name(name);
+  }
+  const ResidentAccess access = AccessOf(job, fn);
+  EXPECT_EQ(access.reads, (std::set<std::string>{"a", "c"}));
+  // The last binding of a slot counts, as in PlanJob; unknown slots none.
+  EXPECT_EQ(access.writes, (std::set<std::string>{"b", "out"}));
+}
+
 TEST(ParseKwargsTest, NumberOverflowIsInvalidArgument) {
   const absl::StatusOr<nlohmann::json> k =
       ParseKwargs(R"({"perm": [[1, 444444444444444e4444444444444444444440]]})");

@@ -1,0 +1,54 @@
+// The client's side of one job, without gRPC: the RunJob stream (a JobSpec,
+// then the argument chunks in; the JobResult, then the returned outputs as
+// chunks out) as JobService sees it, and the reading and writing of a job's
+// arrays over it. coordinator_service adapts the gRPC stream to it; unit
+// tests use a fake.
+#ifndef SHARDMAP_SERVER_JOB_STREAM_H_
+#define SHARDMAP_SERVER_JOB_STREAM_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/tensor.h"
+#include "server/planner.h"
+#include "shardmap/v1/coordinator.pb.h"
+
+namespace shardmap {
+
+// Not thread-safe, except cancelled(), which any thread may call.
+class JobStream {
+ public:
+  virtual ~JobStream() = default;
+  // False at the end of the client's messages, or when the call broke.
+  virtual bool Read(v1::RunJobRequest* request) = 0;
+  // False when the call broke (the client went away).
+  virtual bool Write(const v1::RunJobResponse& response) = 0;
+  // True once the client cancelled or went away, or the call was cancelled
+  // for it (its deadline passed).
+  virtual bool cancelled() const = 0;
+};
+
+// Folds one argument chunk into the hash of a job's data: a retry under
+// the same call_id must send the same data.
+uint64_t ChunkHash(uint64_t hash, const v1::ArrayChunk& chunk);
+
+// Reads the argument chunks that follow the JobSpec into whole arrays, one
+// per argument of `plan` (an empty placeholder for a resident one, which
+// the workers fetch); `data_hash`, if not null, receives their ChunkHash.
+// INVALID_ARGUMENT for a second JobSpec or chunks that do not fit the
+// arguments (core/chunking.h names them).
+absl::StatusOr<std::vector<Tensor>> ReceiveInputs(const JobPlan& plan,
+                                                  JobStream* stream,
+                                                  uint64_t* data_hash);
+
+// Sends a job's result, then its returned outputs (by output; null: stored,
+// not returned) as chunks. CANCELLED if the client went away.
+absl::Status SendResult(const v1::JobResult& result,
+                        const std::vector<std::shared_ptr<const Tensor>>& outs,
+                        JobStream* stream);
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_SERVER_JOB_STREAM_H_

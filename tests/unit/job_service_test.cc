@@ -1,0 +1,302 @@
+// Tests of server/job_service: a client's job end to end through the real
+// JobRunner, with a fake client stream and fake one-device workers that
+// negate their argument, and no process or socket. Admission (the
+// concurrent job limit), idempotent replay of a call_id, the locks on
+// resident arrays (writers exclude readers and writers; read-only states
+// share), and the byte quota.
+#include "server/job_service.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "tests/unit/fake_job_stream.h"
+#include "tests/unit/negating_workers.h"
+#include "tests/unit/status_matchers.h"
+#include "tests/unit/wait_until.h"
+#include "wire/proto_convert.h"
+#include "wire/signature.h"
+
+namespace shardmap {
+namespace {
+
+constexpr char kAddress[] = "fake-worker:1";
+// A bound on waits that must succeed; never reached when all is well.
+constexpr absl::Duration kLong = absl::Seconds(20);
+// How long a job that must wait for a lock is given before it gives up.
+constexpr absl::Duration kBlocked = absl::Milliseconds(100);
+
+v1::JobSpec Spec(const std::string& function, const Shape& shape) {
+  v1::JobSpec spec;
+  spec.set_function(function);
+  *spec.mutable_mesh() = MeshToProto(*Mesh::Create({{"x", 1}}));
+  *spec.add_args() = HeaderToProto(DType::kFloat32, shape);
+  *spec.add_in_specs() = SpecToProto(PartitionSpec());
+  *spec.add_out_specs() = SpecToProto(PartitionSpec());
+  return spec;
+}
+
+// `spec` with its state slot "table" bound to the resident array "table".
+v1::JobSpec WithTable(v1::JobSpec spec) {
+  v1::StateBinding* b = spec.add_states();
+  b->set_slot("table");
+  b->set_name("table");
+  return spec;
+}
+
+Tensor Floats(std::vector<float> values) {
+  Tensor t(DType::kFloat32, {static_cast<int64_t>(values.size())});
+  std::copy(values.begin(), values.end(), t.data_as<float>());
+  return t;
+}
+
+std::vector<float> Values(const absl::StatusOr<Tensor>& t) {
+  if (!t.ok()) return {};
+  return std::vector<float>(t->data_as<float>(),
+                            t->data_as<float>() + t->num_elements());
+}
+
+// A pool whose clock stands still: its worker never misses a heartbeat,
+// however slowly a loaded machine runs the test.
+WorkerPool::Options FrozenPool() {
+  WorkerPool::Options options;
+  options.clock = [now = absl::Now()] { return now; };
+  return options;
+}
+
+class JobServiceTest : public ::testing::Test {
+ protected:
+  JobServiceTest()
+      : pool_(FrozenPool()), index_([](const std::string&) { return true; }) {
+    std::vector<v1::FunctionSignature> functions = {
+        Signature("neg", 1).DTypes({DType::kFloat32}).proto(),
+        Signature("read_table", 1)
+            .DTypes({DType::kFloat32})
+            .State("table", /*write=*/false)
+            .proto(),
+        Signature("write_table", 1)
+            .DTypes({DType::kFloat32})
+            .State("table", /*write=*/true)
+            .proto(),
+    };
+    worker_id_ = *pool_.Register(kAddress, 1, functions);
+    ResidentArray table;
+    table.name = "table";
+    table.meta = ArrayMeta{DType::kFloat32, {4}};
+    table.mesh = *Mesh::Create({{"x", 1}});
+    table.worker_ids = {worker_id_};
+    table.addresses = {kAddress};
+    table.version = index_.NextVersion();
+    index_.Commit(table);
+  }
+
+  // The service under test, made on first use with these options.
+  JobService& Service(JobService::Options options = {}) {
+    if (service_ == nullptr) {
+      JobRunner::Options runner_options;
+      runner_options.max_job_bytes = options.max_job_bytes;
+      runner_ = std::make_unique<JobRunner>(runner_options, &workers_, &index_);
+      service_ = std::make_unique<JobService>(options, &pool_, runner_.get(),
+                                              &index_, &locks_, &calls_);
+    }
+    return *service_;
+  }
+  JobCall Call(absl::Duration timeout = kLong) {
+    JobCall call;
+    call.deadline = call.start + timeout;
+    return call;
+  }
+  // Runs `spec` with argument `arg` on another thread; Join() gives its
+  // status.
+  struct Background {
+    std::unique_ptr<FakeJobStream> stream;
+    absl::Status status;
+    std::thread thread;
+    absl::Status Join() {
+      thread.join();
+      return status;
+    }
+  };
+  std::unique_ptr<Background> Start(const v1::JobSpec& spec,
+                                    const Tensor& arg) {
+    auto b = std::make_unique<Background>();
+    b->stream = std::make_unique<FakeJobStream>(spec, std::vector{&arg});
+    Background* raw = b.get();
+    JobService* service = &Service();
+    b->thread = std::thread([this, raw, service] {
+      raw->status = service->Run(Call(), raw->stream.get());
+    });
+    return b;
+  }
+
+  WorkerPool pool_;
+  ResidentIndex index_;
+  std::string worker_id_;
+  NameLocks locks_;
+  CallRegistry calls_{CallRegistry::Options{}};
+  NegatingWorkers workers_;
+  std::unique_ptr<JobRunner> runner_;
+  std::unique_ptr<JobService> service_;
+};
+
+TEST_F(JobServiceTest, RunsAJobAndReturnsItsOutput) {
+  const Tensor x = Floats({1, -2, 3.5, 0});
+  FakeJobStream stream(Spec("neg", {4}), {&x});
+  ASSERT_TRUE(Service().Run(Call(), &stream).ok());
+  EXPECT_EQ(Values(stream.Output(0)), (std::vector<float>{-1, 2, -3.5, 0}));
+  EXPECT_EQ(stream.result()->num_devices(), 1);
+  EXPECT_EQ(Service().completed(), 1);
+  EXPECT_EQ(Service().failed(), 0);
+}
+
+TEST_F(JobServiceTest, RefusesAJobOverTheConcurrentLimit) {
+  JobService::Options options;
+  options.max_concurrent_jobs = 1;
+  Service(options);
+  workers_.HoldNext(1);
+  const Tensor x = Floats({1, 2, 3, 4});
+  auto first = Start(Spec("neg", {4}), x);
+  ASSERT_TRUE(WaitUntil([&] { return workers_.waiting() == 1; }));
+
+  FakeJobStream second(Spec("neg", {4}), {&x});
+  EXPECT_TRUE(StatusIs(Service().Run(Call(), &second),
+                       absl::StatusCode::kResourceExhausted,
+                       {"already runs 1 jobs", "--max-concurrent-jobs"}));
+  EXPECT_EQ(second.reads(), 0u);  // refused before reading anything
+  EXPECT_EQ(workers_.opened(), 1);
+
+  workers_.Release();
+  ASSERT_TRUE(first->Join().ok());
+  EXPECT_EQ(Values(first->stream->Output(0)),
+            (std::vector<float>{-1, -2, -3, -4}));
+  EXPECT_EQ(Service().completed(), 1);
+  EXPECT_EQ(Service().failed(), 1);
+}
+
+TEST_F(JobServiceTest, AnswersARetryOfACallIdFromItsFirstRun) {
+  v1::JobSpec spec = Spec("neg", {3});
+  spec.set_call_id("call-1");
+  const Tensor x = Floats({5, 6, 7});
+  FakeJobStream first(spec, {&x});
+  ASSERT_TRUE(Service().Run(Call(), &first).ok());
+  FakeJobStream retry(spec, {&x});
+  ASSERT_TRUE(Service().Run(Call(), &retry).ok());
+
+  EXPECT_EQ(workers_.opened(), 1);  // ran once
+  EXPECT_EQ(Values(retry.Output(0)), (std::vector<float>{-5, -6, -7}));
+  EXPECT_EQ(retry.result()->job_id(), first.result()->job_id());
+  EXPECT_EQ(Service().completed(), 1);  // a replay is not a second job
+}
+
+TEST_F(JobServiceTest, RefusesAnotherRequestUnderAUsedCallId) {
+  v1::JobSpec spec = Spec("neg", {3});
+  spec.set_call_id("call-1");
+  const Tensor x = Floats({5, 6, 7});
+  FakeJobStream first(spec, {&x});
+  ASSERT_TRUE(Service().Run(Call(), &first).ok());
+
+  v1::JobSpec other = Spec("neg", {2});
+  other.set_call_id("call-1");
+  const Tensor y = Floats({5, 6});
+  FakeJobStream another_spec(other, {&y});
+  EXPECT_TRUE(StatusIs(Service().Run(Call(), &another_spec),
+                       absl::StatusCode::kInvalidArgument,
+                       {"call_id 'call-1'", "another request", "job neg"}));
+
+  const Tensor z = Floats({5, 6, 8});
+  FakeJobStream other_data(spec, {&z});
+  EXPECT_TRUE(StatusIs(Service().Run(Call(), &other_data),
+                       absl::StatusCode::kInvalidArgument,
+                       {"call_id 'call-1'", "other argument data"}));
+  EXPECT_TRUE(other_data.responses().empty());
+  EXPECT_EQ(workers_.opened(), 1);
+}
+
+// A job that writes the array excludes every other job using it until it
+// ends: one that asks meanwhile waits, and fails at its deadline.
+TEST_F(JobServiceTest, AWriterOfAnArrayExcludesItsReadersAndWriters) {
+  for (const char* second : {"read_table", "write_table"}) {
+    SCOPED_TRACE(second);
+    workers_.HoldNext(1);
+    const Tensor x = Floats({1, 2, 3, 4});
+    auto writer = Start(WithTable(Spec("write_table", {4})), x);
+    ASSERT_TRUE(WaitUntil([&] { return workers_.waiting() == 1; }));
+    const int opened = workers_.opened();
+
+    FakeJobStream other(WithTable(Spec(second, {4})), {&x});
+    EXPECT_TRUE(StatusIs(
+        Service().Run(Call(kBlocked), &other),
+        absl::StatusCode::kDeadlineExceeded,
+        {"other jobs using the same resident arrays", "'table' was in use"}));
+    EXPECT_EQ(workers_.opened(), opened);  // it never reached a worker
+
+    workers_.Release();
+    ASSERT_TRUE(writer->Join().ok());
+    EXPECT_EQ(Values(writer->stream->Output(0)),
+              (std::vector<float>{-1, -2, -3, -4}));
+  }
+}
+
+// And the other way round: a writer waits for the job reading the array.
+TEST_F(JobServiceTest, AReaderOfAnArrayExcludesItsWriters) {
+  workers_.HoldNext(1);
+  const Tensor x = Floats({1, 2, 3, 4});
+  auto reader = Start(WithTable(Spec("read_table", {4})), x);
+  ASSERT_TRUE(WaitUntil([&] { return workers_.waiting() == 1; }));
+
+  FakeJobStream writer(WithTable(Spec("write_table", {4})), {&x});
+  EXPECT_TRUE(StatusIs(Service().Run(Call(kBlocked), &writer),
+                       absl::StatusCode::kDeadlineExceeded,
+                       {"'table' was in use"}));
+  workers_.Release();
+  ASSERT_TRUE(reader->Join().ok());
+}
+
+// A state slot the function only reads takes a read lock: two such jobs
+// on one array run at once (the second ends while the first still runs).
+TEST_F(JobServiceTest, JobsThatOnlyReadAStateShareIt) {
+  workers_.HoldNext(1);
+  const Tensor x = Floats({1, 2, 3, 4});
+  auto first = Start(WithTable(Spec("read_table", {4})), x);
+  ASSERT_TRUE(WaitUntil([&] { return workers_.waiting() == 1; }));
+
+  const Tensor y = Floats({9, 8, 7, 6});
+  FakeJobStream second(WithTable(Spec("read_table", {4})), {&y});
+  ASSERT_TRUE(Service().Run(Call(), &second).ok());
+  EXPECT_EQ(Values(second.Output(0)), (std::vector<float>{-9, -8, -7, -6}));
+  EXPECT_EQ(workers_.waiting(), 1);  // the first still runs
+
+  workers_.Release();
+  ASSERT_TRUE(first->Join().ok());
+  EXPECT_EQ(Values(first->stream->Output(0)),
+            (std::vector<float>{-1, -2, -3, -4}));
+}
+
+// The arguments alone over --max-job-bytes are refused before any of their
+// data is read; the job runner adds the returned outputs to them.
+TEST_F(JobServiceTest, RefusesArgumentsOverTheByteQuota) {
+  JobService::Options options;
+  options.max_job_bytes = 20;  // five float32
+  Service(options);
+  const Tensor x = Floats({1, 2, 3, 4, 5, 6});
+  FakeJobStream over(Spec("neg", {6}), {&x});
+  EXPECT_TRUE(StatusIs(
+      Service().Run(Call(), &over), absl::StatusCode::kResourceExhausted,
+      {"arguments total 24 bytes", "--max-job-bytes of 20 bytes"}));
+  EXPECT_EQ(over.reads(), 1u);  // the JobSpec, none of the data
+  EXPECT_EQ(workers_.opened(), 0);
+
+  const Tensor y = Floats({1, 2});  // 8 bytes in, 8 returned
+  FakeJobStream under(Spec("neg", {2}), {&y});
+  ASSERT_TRUE(Service().Run(Call(), &under).ok());
+  EXPECT_EQ(Values(under.Output(0)), (std::vector<float>{-1, -2}));
+}
+
+}  // namespace
+}  // namespace shardmap
