@@ -16,10 +16,10 @@
 #include "worker/job_sequencer.h"
 #include "worker/memory_budget.h"
 #include "worker/shard_executor.h"
+#include "worker/shm_network.h"
 #include "worker/store/block_reader.h"
 #include "worker/store/resident_store.h"
 #include "worker/transport/grpc/grpc_peer_transport.h"
-#include "worker/transport/shm/shm_network.h"
 
 namespace shardmap {
 
