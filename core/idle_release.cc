@@ -1,70 +1,77 @@
 #include "core/idle_release.h"
 
 #include <malloc.h>
+#include <time.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <mutex>
 #include <thread>
 
 #include "core/buffer_cache.h"
 
 namespace shardmap {
-namespace {
 
-// A change of the bytes in use bigger than this between two ticks is
-// activity: a job's buffers being freed (or allocated) outside Tensor.
-constexpr size_t kChurnBytes = size_t{1} << 20;
-// Free memory the allocator may gather after a release before it is
-// released again, if no single tick freed kChurnBytes.
-constexpr size_t kRegrowBytes = size_t{4} << 20;
+IdleReleasePolicy::IdleReleasePolicy(absl::Duration quiet,
+                                     const IdleSample& first)
+    : quiet_(quiet), last_(first), quiet_since_(first.time) {}
+
+bool IdleReleasePolicy::Tick(const IdleSample& now,
+                             const std::function<HeldMemory()>& held) {
+  const absl::Duration passed = now.time - last_.time;
+  const bool busy = now.activity != last_.activity ||
+                    now.cpu - last_.cpu > passed * kBusyCpuShare;
+  last_ = now;
+  if (busy) {
+    quiet_since_ = now.time;
+    released_ = false;
+    return false;
+  }
+  if (now.time - quiet_since_ < quiet_) return false;
+  // Quiet: release once, and again only if memory was freed since (a
+  // buffer that outlived the last allocation, a connection's buffers).
+  const HeldMemory h = held();
+  free_floor_ = std::min(free_floor_, h.allocator_free);
+  return !released_ || h.cached > 0 ||
+         h.allocator_free > free_floor_ + kRegrowBytes;
+}
+
+void IdleReleasePolicy::Released(const HeldMemory& after) {
+  released_ = true;
+  free_floor_ = after.allocator_free;
+}
+
+namespace {
 
 std::atomic<int64_t> releases{0};
 
-struct Heap {
-  size_t in_use;  // allocated and not freed, including mmapped chunks
-  size_t free;    // free bytes the allocator holds
-};
-
-Heap ReadHeap() {
-  const struct mallinfo2 mi = mallinfo2();
-  return {mi.uordblks + mi.hblkhd, mi.fordblks};
+absl::Duration CpuTime(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return absl::DurationFromTimespec(ts);
 }
 
-size_t Distance(size_t a, size_t b) { return a > b ? a - b : b - a; }
+IdleSample Sample() {
+  IdleSample s;
+  s.time = absl::Now();
+  s.activity = idle_release_internal::activity.load();
+  // The releaser's own work (malloc_trim, mallinfo2) is not the process's.
+  s.cpu = CpuTime(CLOCK_PROCESS_CPUTIME_ID) - CpuTime(CLOCK_THREAD_CPUTIME_ID);
+  return s;
+}
+
+HeldMemory ReadHeld() {
+  const struct mallinfo2 mi = mallinfo2();
+  return {mi.fordblks, BufferCache::Global().cached_bytes()};
+}
 
 void ReleaseLoop(absl::Duration quiet) {
-  const absl::Duration tick = quiet / 4;
-  uint64_t seen = idle_release_internal::activity.load();
-  Heap last = ReadHeap();
-  absl::Time quiet_since = absl::Now();
-  bool released = false;
-  // The least free memory the allocator held since the last release.
-  size_t free_floor = last.free;
+  IdleReleasePolicy policy(quiet, Sample());
   for (;;) {
-    absl::SleepFor(tick);
-    const uint64_t now = idle_release_internal::activity.load();
-    const Heap heap = ReadHeap();
-    const bool churn = Distance(heap.in_use, last.in_use) > kChurnBytes;
-    last = heap;
-    free_floor = std::min(free_floor, heap.free);
-    if (now != seen || churn) {
-      seen = now;
-      quiet_since = absl::Now();
-      released = false;
-      continue;
-    }
-    if (absl::Now() - quiet_since < quiet) continue;
-    // Quiet: release once, and again only if memory was freed since (a
-    // buffer that outlived the last allocation, a connection's buffers).
-    const bool regrown = heap.free > free_floor + kRegrowBytes ||
-                         BufferCache::Global().cached_bytes() > 0;
-    if (released && !regrown) continue;
+    absl::SleepFor(quiet / 4);
+    if (!policy.Tick(Sample(), ReadHeld)) continue;
     BufferCache::Global().Clear();
     malloc_trim(0);
-    released = true;
-    free_floor = ReadHeap().free;
-    last = ReadHeap();
+    policy.Released(ReadHeld());
     releases.fetch_add(1);
   }
 }

@@ -17,6 +17,14 @@ namespace shardmap {
 //    load test). No slowdown showed in the collective or job benchmarks.
 //  - StartIdleMemoryRelease (core/idle_release.h): once the process has
 //    been quiet for a second, what the two caches above keep is returned.
+//  - gRPC's tcp_read_chunks experiment (on by default in gRPC 1.51) is
+//    turned off through GRPC_EXPERIMENTS. It sizes every read of a
+//    connection to the most that connection read at once lately and keeps
+//    what a read leaves unused for the next one, so after a burst of large
+//    jobs each busy connection sat on MiBs of read buffer while idle
+//    (26 MiB live in all in one coordinator, 4 MiB in a worker). Without it a
+//    read takes one buffer of at most the max read chunk rpc/channel.cc
+//    sets, and an idle connection keeps at most that.
 //  - Abseil's mutex deadlock detection, on in Debian's build, records every
 //    lock acquisition in a process-wide graph. It is a debugging aid that
 //    costs every lock; it is turned off.
