@@ -61,9 +61,9 @@
 #include "worker/collectives/all_reduce.h"
 #include "worker/collectives/communicator.h"
 #include "worker/routed_peer_transport.h"
+#include "worker/shm_network.h"
 #include "worker/transport/grpc/grpc_peer_transport.h"
 #include "worker/transport/grpc/peer_service.h"
-#include "worker/transport/shm/shm_network.h"
 
 namespace shardmap {
 namespace {

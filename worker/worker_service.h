@@ -18,9 +18,10 @@
 #include "worker/memory_budget.h"
 #include "worker/shard_executor.h"
 #include "worker/shard_job.h"
+#include "worker/shm_network.h"
+#include "worker/store/block_reader.h"
 #include "worker/store/resident_store.h"
 #include "worker/transport/grpc/grpc_peer_transport.h"
-#include "worker/transport/shm/shm_network.h"
 
 namespace shardmap {
 

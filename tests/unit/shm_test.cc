@@ -24,7 +24,7 @@
 #include "rpc/channel.h"
 #include "tests/unit/status_matchers.h"
 #include "tests/unit/wait_until.h"
-#include "worker/transport/shm/shm_network.h"
+#include "worker/shm_network.h"
 #include "worker/transport/shm/shm_receiver.h"
 #include "worker/transport/shm/shm_ring.h"
 #include "worker/transport/shm/shm_sender.h"

@@ -1,4 +1,4 @@
-#include "worker/transport/shm/shm_network.h"
+#include "worker/shm_network.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
