@@ -10,7 +10,7 @@
 #include "worker/job_peers.h"
 #include "worker/store/block_reader.h"
 #include "worker/transport/grpc/grpc_peer_transport.h"
-#include "worker/transport/shm/shm_network.h"
+#include "worker/shm_network.h"
 
 namespace shardmap {
 

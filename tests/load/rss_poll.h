@@ -23,9 +23,23 @@ inline long ReadRssKb(pid_t pid) {
   return shardmap_bench::ReadStatusKb(pid, "VmRSS:");
 }
 
-inline std::vector<long> ReadRssKb(const std::vector<pid_t>& pids) {
+// RSS less the shared memory mapped (RssShmem) of `pid` in KiB, or -1: the
+// memory the process alone holds. A worker's shared-memory rings (one per
+// direction of each peer pair it exchanged data with, mapped for the life
+// of the process) are not part of it.
+inline long ReadPrivateRssKb(pid_t pid) {
+  const long rss = ReadRssKb(pid);
+  const long shm = shardmap_bench::ReadStatusKb(pid, "RssShmem:");
+  return rss < 0 || shm < 0 ? -1 : rss - shm;
+}
+
+// Which reading the functions below poll: ReadRssKb or ReadPrivateRssKb.
+using RssReader = long (*)(pid_t);
+
+inline std::vector<long> ReadRssKb(const std::vector<pid_t>& pids,
+                                   RssReader read = ReadRssKb) {
   std::vector<long> kb;
-  for (pid_t p : pids) kb.push_back(ReadRssKb(p));
+  for (pid_t p : pids) kb.push_back(read(p));
   return kb;
 }
 
@@ -34,14 +48,15 @@ inline std::vector<long> ReadRssKb(const std::vector<pid_t>& pids) {
 // idle RSS a process settles at once it has given its caches back.
 inline std::vector<long> SettledRssKb(const std::vector<pid_t>& pids,
                                       std::chrono::milliseconds settle,
-                                      std::chrono::milliseconds limit) {
+                                      std::chrono::milliseconds limit,
+                                      RssReader read = ReadRssKb) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto last_low = start;
-  std::vector<long> low = ReadRssKb(pids);
+  std::vector<long> low = ReadRssKb(pids, read);
   while (Clock::now() - last_low < settle && Clock::now() - start < limit) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    const std::vector<long> now = ReadRssKb(pids);
+    const std::vector<long> now = ReadRssKb(pids, read);
     for (size_t i = 0; i < pids.size(); ++i) {
       if (now[i] < 0) continue;
       // A first reading that failed (-1) is no low to keep.
@@ -58,13 +73,14 @@ inline std::vector<long> SettledRssKb(const std::vector<pid_t>& pids,
 inline std::vector<long> WaitForRssKb(
     const std::vector<pid_t>& pids,
     const std::function<bool(const std::vector<long>&)>& ok,
-    std::chrono::milliseconds limit, bool* met, double* seconds = nullptr) {
+    std::chrono::milliseconds limit, bool* met, double* seconds = nullptr,
+    RssReader read = ReadRssKb) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
-  std::vector<long> kb = ReadRssKb(pids);
+  std::vector<long> kb = ReadRssKb(pids, read);
   while (!(*met = ok(kb)) && Clock::now() - start < limit) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    kb = ReadRssKb(pids);
+    kb = ReadRssKb(pids, read);
   }
   if (seconds != nullptr) {
     *seconds = std::chrono::duration<double>(Clock::now() - start).count();
