@@ -21,16 +21,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/exit_codes.h"
 
 namespace CLI {
 class App;
 }
 
 namespace shardmap {
-
-// sysexits(3) EX_CONFIG: what the binaries exit with when the security
-// configuration is refused (unreadable files, plaintext off loopback).
-inline constexpr int kExitConfig = 78;
 
 // The environment variable holding the bearer token (--token-file wins).
 inline constexpr char kTokenEnv[] = "SHARDMAP_TOKEN";
@@ -106,7 +103,8 @@ class Security {
   std::string cert_, key_, ca_, token_;
 };
 
-// Prints "error: <CODE>: <message>" on stderr; returns kExitConfig.
+// Prints "error: <CODE>: <message>" on stderr; returns kExitConfig (what
+// the binaries exit with when the security configuration is refused).
 int ReportConfigError(const absl::Status& status);
 
 // The default security of MakeChannel(address). Set once in main, before

@@ -365,7 +365,7 @@ grpc::Status CoordinatorService::DeleteArray(
   // them already. A device nobody reported since a restart has no holder.
   for (const std::string& address : removed->addresses) {
     if (address.empty()) continue;
-    absl::Status s = calls_->DropArray(address, request->name());
+    absl::Status s = calls_->DropArray(address, request->name(), deadline);
     if (!s.ok()) {
       spdlog::info("dropping '{}' on {}: {}", request->name(), address,
                    std::string(s.message()));
@@ -380,9 +380,11 @@ grpc::Status CoordinatorService::SaveCheckpoint(
   // Hold every array still while it is written.
   std::set<std::string> names;
   for (const auto& a : index_->All()) names.insert(a.name);
-  auto held = locks_->Acquire(names, {}, Deadline(*context, absl::Now()));
+  const absl::Time deadline = Deadline(*context, absl::Now());
+  auto held = locks_->Acquire(names, {}, deadline);
   if (!held.ok()) return ToGrpcStatus(held.status());
-  auto saved = shardmap::SaveCheckpoint(request->directory(), *index_, *calls_);
+  auto saved = shardmap::SaveCheckpoint(request->directory(), *index_, *calls_,
+                                        deadline);
   if (!saved.ok()) {
     const std::string reason = ReasonOf(saved.status());
     if (!reason.empty()) context->AddTrailingMetadata(kErrorReasonKey, reason);
@@ -398,8 +400,9 @@ grpc::Status CoordinatorService::SaveCheckpoint(
 grpc::Status CoordinatorService::RestoreCheckpoint(
     grpc::ServerContext* context, const v1::CheckpointRequest* request,
     v1::CheckpointResponse* response) {
-  auto restored = shardmap::RestoreCheckpoint(request->directory(), *index_,
-                                              *pool_, *calls_);
+  auto restored =
+      shardmap::RestoreCheckpoint(request->directory(), *index_, *pool_,
+                                  *calls_, Deadline(*context, absl::Now()));
   if (!restored.ok()) return ToGrpcStatus(restored.status());
   for (const auto& a : *restored) {
     *response->add_arrays() = ResidentIndex::ToInfo(a, false);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "core/channel_cache.h"
 #include "core/drain_gate.h"
 #include "shardmap/v1/worker.grpc.pb.h"
 #include "worker/block_reader.h"
@@ -38,6 +39,9 @@ class WorkerService final : public v1::Worker::Service {
     // allocated and their output bytes before they are sent or stored
     // (null: no budget).
     MemoryBudget* budget = nullptr;
+    // The worker's channels to its peers (block reads); required. Not
+    // owned.
+    ChannelCache* channels = nullptr;
   };
   // `network` may be null: jobs then run without collectives.
   WorkerService(const Options& options, const ShardExecutor* executor,
@@ -47,7 +51,8 @@ class WorkerService final : public v1::Worker::Service {
         executor_(executor),
         network_(network),
         sequencer_(sequencer),
-        store_(store) {}
+        store_(store),
+        reader_(options.channels) {}
 
   grpc::Status RunShard(
       grpc::ServerContext* context,
