@@ -55,15 +55,16 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "bench/bench_util.h"
-#include "core/channel.h"
-#include "core/process_tuning.h"
+#include "ops/process_tuning.h"
+#include "rpc/channel.h"
+#include "rpc/channel_cache.h"
 #include "worker/collectives/all_gather.h"
 #include "worker/collectives/all_reduce.h"
-#include "worker/communicator.h"
-#include "worker/grpc_peer_transport.h"
-#include "worker/peer_service.h"
+#include "worker/collectives/communicator.h"
 #include "worker/routed_peer_transport.h"
-#include "worker/shm_network.h"
+#include "worker/transport/grpc/grpc_peer_transport.h"
+#include "worker/transport/grpc/peer_service.h"
+#include "worker/transport/shm/shm_network.h"
 
 namespace shardmap {
 namespace {

@@ -35,7 +35,7 @@
 #include "bench/bench_util.h"
 #include "client/local_cluster.h"
 #include "client/shard_client.h"
-#include "core/process_tuning.h"
+#include "ops/process_tuning.h"
 
 namespace shardmap {
 namespace {

@@ -13,11 +13,12 @@
 
 #include "absl/synchronization/barrier.h"
 #include "absl/time/clock.h"
-#include "core/channel.h"
-#include "core/process_tuning.h"
-#include "worker/communicator.h"
-#include "worker/grpc_peer_transport.h"
-#include "worker/peer_service.h"
+#include "ops/process_tuning.h"
+#include "rpc/channel.h"
+#include "rpc/channel_cache.h"
+#include "worker/collectives/communicator.h"
+#include "worker/transport/grpc/grpc_peer_transport.h"
+#include "worker/transport/grpc/peer_service.h"
 
 int main(int argc, char** argv) {
   shardmap::TuneProcess();

@@ -25,8 +25,8 @@
 #include "core/error_reason.h"
 #include "core/npy.h"
 #include "core/npz.h"
-#include "core/proto_convert.h"
 #include "core/status_util.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 namespace {

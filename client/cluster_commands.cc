@@ -8,9 +8,9 @@
 #include "client/local_cluster.h"
 #include "client/shard_client.h"
 #include "core/bounded_input.h"
-#include "core/signals.h"
-#include "core/signature.h"
 #include "core/status_util.h"
+#include "ops/signals.h"
+#include "wire/signature.h"
 
 namespace shardmap {
 

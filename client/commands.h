@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "core/credentials.h"
+#include "rpc/credentials.h"
 
 namespace shardmap {
 

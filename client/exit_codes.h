@@ -16,7 +16,7 @@
 //      (but 69 for a state-changing call without a call_id whose outcome is
 //      unknown: ShardClient::NotSafeToRetry)
 //   77 permission denied / unauthenticated (missing or wrong token)
-//   78 bad security configuration (kExitConfig, core/exit_codes.h)
+//   78 bad security configuration (kExitConfig, rpc/credentials.h)
 #ifndef SHARDMAP_CLIENT_EXIT_CODES_H_
 #define SHARDMAP_CLIENT_EXIT_CODES_H_
 

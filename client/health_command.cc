@@ -8,9 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "client/exit_codes.h"
-#include "core/channel.h"
 #include "core/status_util.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "rpc/channel.h"
+#include "rpc/grpc_status.h"
 
 namespace shardmap {
 namespace {

@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/credentials.h"
+#include "rpc/credentials.h"
 
 namespace shardmap {
 

@@ -19,8 +19,8 @@
 #include "client/output_file.h"
 #include "client/shard_client.h"
 #include "core/npy.h"
-#include "core/signature.h"
 #include "core/status_util.h"
+#include "wire/signature.h"
 
 namespace shardmap {
 namespace {

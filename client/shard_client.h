@@ -23,12 +23,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/credentials.h"
 #include "core/mesh.h"
 #include "core/partition_spec.h"
-#include "core/proto_convert.h"
 #include "core/tensor.h"
+#include "rpc/credentials.h"
 #include "shardmap/v1/coordinator.grpc.pb.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 

@@ -7,8 +7,8 @@
 #include "absl/strings/numbers.h"
 #include "client/commands.h"
 #include "client/exit_codes.h"
-#include "core/credentials.h"
-#include "core/process_tuning.h"
+#include "ops/process_tuning.h"
+#include "rpc/credentials.h"
 
 namespace {
 

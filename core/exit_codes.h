@@ -1,6 +1,6 @@
 // The exit codes of every shardmap binary (sysexits(3)). shardctl maps the
 // coordinator's statuses to them (client/exit_codes.h); the servers exit
-// with them when they cannot start (core/serving.h).
+// with them when they cannot start (ops/serving.h).
 //
 //   0  ok
 //   64 usage: bad flags or values
@@ -11,7 +11,7 @@
 //   73 cannot create an output file
 //   75 temporary failure; retry
 //   77 permission denied / unauthenticated
-//   78 bad security configuration
+//   78 bad security configuration (kExitConfig, rpc/credentials.h)
 #ifndef SHARDMAP_CORE_EXIT_CODES_H_
 #define SHARDMAP_CORE_EXIT_CODES_H_
 
@@ -27,7 +27,6 @@ enum ExitCode {
   kExitCantCreate = 73,
   kExitTempFail = 75,
   kExitNoPerm = 77,
-  kExitConfig = 78,
 };
 
 }  // namespace shardmap

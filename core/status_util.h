@@ -1,10 +1,8 @@
 // Status helpers shared by every library: early-return macros (our abseil
-// has no status_macros.h) and the one tested conversion between
-// absl::Status (used inside) and grpc::Status (used only at service edges).
+// has no status_macros.h), code names and message prefixes. No gRPC: the
+// conversion to and from grpc::Status is rpc/grpc_status.h.
 #ifndef SHARDMAP_CORE_STATUS_UTIL_H_
 #define SHARDMAP_CORE_STATUS_UTIL_H_
-
-#include <grpcpp/support/status.h>
 
 #include <string>
 
@@ -29,10 +27,6 @@
   lhs = std::move(tmp).value()
 
 namespace shardmap {
-
-// The codes are numerically identical; only the message is carried over.
-grpc::Status ToGrpcStatus(const absl::Status& status);
-absl::Status FromGrpcStatus(const grpc::Status& status);
 
 // "INVALID_ARGUMENT", "NOT_FOUND", ... as gRPC spells the code names.
 std::string StatusCodeName(absl::StatusCode code);

@@ -15,7 +15,7 @@
 
 #include "server/planner.h"
 #include "server/resident_index.h"
-#include "worker/function_registry.h"
+#include "worker/functions/function_registry.h"
 
 namespace {
 

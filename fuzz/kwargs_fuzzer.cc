@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "core/bounded_input.h"
-#include "core/signature.h"
-#include "worker/function_registry.h"
+#include "wire/signature.h"
+#include "worker/functions/function_registry.h"
 
 namespace {
 

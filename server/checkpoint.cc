@@ -8,9 +8,9 @@
 #include "core/atomic_file.h"
 #include "core/block_math.h"
 #include "core/error_reason.h"
-#include "core/proto_convert.h"
 #include "core/status_util.h"
 #include "server/checkpoint_manifest.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 namespace {

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/array_name.h"
 #include "core/bounded_json.h"
-#include "core/proto_convert.h"
 #include "core/status_util.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 namespace {

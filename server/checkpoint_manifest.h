@@ -23,8 +23,8 @@
 #include "core/block_math.h"
 #include "core/mesh.h"
 #include "core/partition_spec.h"
-#include "core/proto_convert.h"
 #include "core/tensor.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 

@@ -4,10 +4,10 @@
 
 #include <algorithm>
 
-#include "core/channel_cache.h"
-#include "core/drain_gate.h"
-#include "core/server_ops.h"
-#include "core/serving.h"
+#include "ops/server_ops.h"
+#include "ops/serving.h"
+#include "rpc/channel_cache.h"
+#include "rpc/drain_gate.h"
 #include "server/call_registry.h"
 #include "server/coordinator_health.h"
 #include "server/coordinator_metrics.h"

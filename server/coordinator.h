@@ -20,13 +20,13 @@
 
 namespace shardmap {
 
-class Serving;  // core/serving.h
+class Serving;  // ops/serving.h
 
 class Coordinator {
  public:
   struct Options {
     std::string listen = "127.0.0.1:7070";  // port 0 = any free port
-    // Null: plaintext (main passes --tls-*'s, core/credentials.h).
+    // Null: plaintext (main passes --tls-*'s, rpc/credentials.h).
     std::shared_ptr<grpc::ServerCredentials> credentials;
     std::string health_listen;  // --health-listen; empty: none
     std::string metrics;        // --metrics; empty: none
@@ -49,7 +49,7 @@ class Coordinator {
   };
 
   // Builds every object and starts serving. Errors carry the exit code of
-  // the binary (core/serving.h): the metrics endpoint's, UNAVAILABLE
+  // the binary (ops/serving.h): the metrics endpoint's, UNAVAILABLE
   // "cannot listen on ..." or the health port's.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
       const Options& options);

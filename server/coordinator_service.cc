@@ -7,13 +7,14 @@
 
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
-#include "core/chunking.h"
 #include "core/error_reason.h"
-#include "core/proto_convert.h"
 #include "core/status_util.h"
-#include "core/trace_context.h"
+#include "rpc/grpc_status.h"
+#include "rpc/trace_context.h"
 #include "server/checkpoint.h"
 #include "server/planner.h"
+#include "wire/chunking.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 namespace {

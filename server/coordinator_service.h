@@ -11,7 +11,7 @@
 #include <functional>
 
 #include "absl/time/time.h"
-#include "core/drain_gate.h"
+#include "rpc/drain_gate.h"
 #include "server/call_registry.h"
 #include "server/deadline_watchdog.h"
 #include "server/job_runner.h"

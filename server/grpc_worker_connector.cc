@@ -5,7 +5,8 @@
 #include <functional>
 
 #include "core/status_util.h"
-#include "core/trace_context.h"
+#include "rpc/grpc_status.h"
+#include "rpc/trace_context.h"
 
 namespace shardmap {
 namespace {

@@ -10,7 +10,7 @@
 #include <memory>
 #include <string>
 
-#include "core/channel_cache.h"
+#include "rpc/channel_cache.h"
 #include "server/shard_channel.h"
 #include "shardmap/v1/worker.grpc.pb.h"
 

@@ -11,11 +11,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "core/block_math.h"
-#include "core/chunking.h"
-#include "core/proto_convert.h"
 #include "core/status_util.h"
-#include "core/trace_context.h"
+#include "rpc/trace_context.h"
 #include "server/replication_check.h"
+#include "wire/chunking.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 

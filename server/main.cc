@@ -5,12 +5,12 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
-#include "core/credentials.h"
-#include "core/logging.h"
-#include "core/process_tuning.h"
-#include "core/server_ops.h"
-#include "core/serving.h"
-#include "core/signals.h"
+#include "ops/logging.h"
+#include "ops/process_tuning.h"
+#include "ops/server_ops.h"
+#include "ops/serving.h"
+#include "ops/signals.h"
+#include "rpc/credentials.h"
 #include "server/coordinator.h"
 
 int main(int argc, char** argv) {

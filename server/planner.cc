@@ -4,8 +4,8 @@
 #include "absl/strings/str_join.h"
 #include "core/collective_rules.h"
 #include "core/replication.h"
-#include "core/signature.h"
 #include "core/status_util.h"
+#include "wire/signature.h"
 
 namespace shardmap {
 namespace {

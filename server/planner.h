@@ -17,9 +17,9 @@
 #include "core/block_math.h"
 #include "core/mesh.h"
 #include "core/partition_spec.h"
-#include "core/proto_convert.h"
 #include "server/resident_index.h"
 #include "shardmap/v1/coordinator.pb.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 

@@ -31,8 +31,8 @@
 #include "absl/synchronization/mutex.h"
 #include "core/mesh.h"
 #include "core/partition_spec.h"
-#include "core/proto_convert.h"
 #include "shardmap/v1/coordinator.pb.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 

@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "core/status_util.h"
+#include "rpc/grpc_status.h"
 
 namespace shardmap {
 

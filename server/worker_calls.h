@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/channel_cache.h"
+#include "rpc/channel_cache.h"
 #include "shardmap/v1/worker.grpc.pb.h"
 
 namespace shardmap {

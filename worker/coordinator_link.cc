@@ -5,8 +5,9 @@
 
 #include <random>
 
-#include "core/channel.h"
 #include "core/status_util.h"
+#include "rpc/channel.h"
+#include "rpc/grpc_status.h"
 
 namespace shardmap {
 namespace {

@@ -4,12 +4,12 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "core/credentials.h"
-#include "core/logging.h"
-#include "core/process_tuning.h"
-#include "core/server_ops.h"
-#include "core/serving.h"
-#include "core/signals.h"
+#include "ops/logging.h"
+#include "ops/process_tuning.h"
+#include "ops/server_ops.h"
+#include "ops/serving.h"
+#include "ops/signals.h"
+#include "rpc/credentials.h"
 #include "worker/rank.h"
 #include "worker/worker.h"
 

@@ -1,6 +1,6 @@
 #include "worker/routed_peer_transport.h"
 
-#include "worker/worker_metrics.h"
+#include "worker/metrics/worker_metrics.h"
 
 namespace shardmap {
 namespace {

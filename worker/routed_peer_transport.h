@@ -17,9 +17,9 @@
 #ifndef SHARDMAP_WORKER_ROUTED_PEER_TRANSPORT_H_
 #define SHARDMAP_WORKER_ROUTED_PEER_TRANSPORT_H_
 
-#include "worker/grpc_peer_transport.h"
-#include "worker/shm_network.h"
-#include "worker/shm_peer_transport.h"
+#include "worker/transport/grpc/grpc_peer_transport.h"
+#include "worker/transport/shm/shm_network.h"
+#include "worker/transport/shm/shm_peer_transport.h"
 
 namespace shardmap {
 

@@ -1,8 +1,8 @@
 #include "worker/shard_executor.h"
 
 #include "absl/strings/str_cat.h"
-#include "core/signature.h"
 #include "core/status_util.h"
+#include "wire/signature.h"
 
 namespace shardmap {
 

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "core/mesh.h"
 #include "core/tensor.h"
-#include "worker/function_registry.h"
+#include "worker/functions/function_registry.h"
 
 namespace shardmap {
 

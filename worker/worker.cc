@@ -4,21 +4,21 @@
 
 #include <random>
 
-#include "core/channel_cache.h"
-#include "core/drain_gate.h"
-#include "core/server_ops.h"
-#include "core/serving.h"
+#include "ops/server_ops.h"
+#include "ops/serving.h"
+#include "rpc/channel_cache.h"
+#include "rpc/drain_gate.h"
 #include "worker/coordinator_link.h"
-#include "worker/function_registry.h"
-#include "worker/grpc_peer_transport.h"
-#include "worker/held_blocks.h"
+#include "worker/functions/function_registry.h"
 #include "worker/job_sequencer.h"
 #include "worker/memory_budget.h"
-#include "worker/peer_service.h"
-#include "worker/resident_store.h"
+#include "worker/metrics/worker_metrics.h"
 #include "worker/shard_executor.h"
-#include "worker/shm_network.h"
-#include "worker/worker_metrics.h"
+#include "worker/store/held_blocks.h"
+#include "worker/store/resident_store.h"
+#include "worker/transport/grpc/grpc_peer_transport.h"
+#include "worker/transport/grpc/peer_service.h"
+#include "worker/transport/shm/shm_network.h"
 #include "worker/worker_service.h"
 
 namespace shardmap {

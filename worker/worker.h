@@ -25,7 +25,7 @@ namespace shardmap {
 
 class CoordinatorLink;
 class ResidentStore;
-class Serving;  // core/serving.h
+class Serving;  // ops/serving.h
 
 class Worker {
  public:
@@ -34,7 +34,7 @@ class Worker {
     std::string listen = "127.0.0.1:0";
     // What others dial; empty: the listen host and the bound port.
     std::string advertise;
-    // Null: plaintext (main passes --tls-*'s, core/credentials.h).
+    // Null: plaintext (main passes --tls-*'s, rpc/credentials.h).
     std::shared_ptr<grpc::ServerCredentials> credentials;
     std::string health_listen;  // --health-listen; empty: none
     std::string metrics;        // --metrics; empty: none
@@ -51,7 +51,7 @@ class Worker {
   };
 
   // Builds every object, loads --state-dir, starts serving and registering.
-  // Errors carry the exit code of the binary (core/serving.h): the state
+  // Errors carry the exit code of the binary (ops/serving.h): the state
   // directory's (kExitDataErr), the metrics endpoint's, UNAVAILABLE
   // "cannot listen on ..." or the health port's, the link's (kExitUsage).
   static absl::StatusOr<std::unique_ptr<Worker>> Create(const Options& options);

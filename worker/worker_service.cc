@@ -6,17 +6,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/block_math.h"
-#include "core/chunking.h"
 #include "core/digest.h"
 #include "core/npy.h"
-#include "core/proto_convert.h"
 #include "core/replication.h"
 #include "core/status_util.h"
-#include "core/trace_context.h"
-#include "worker/block_fetch.h"
-#include "worker/checkpoint_blocks.h"
-#include "worker/communicator.h"
+#include "rpc/grpc_status.h"
+#include "rpc/trace_context.h"
+#include "wire/chunking.h"
+#include "wire/proto_convert.h"
+#include "worker/collectives/communicator.h"
 #include "worker/routed_peer_transport.h"
+#include "worker/store/block_fetch.h"
+#include "worker/store/checkpoint_blocks.h"
 
 namespace shardmap {
 namespace {

@@ -11,19 +11,19 @@
 
 #include <cstdint>
 
-#include "core/channel_cache.h"
-#include "core/drain_gate.h"
+#include "rpc/drain_gate.h"
 #include "shardmap/v1/worker.grpc.pb.h"
-#include "worker/block_reader.h"
-#include "worker/grpc_peer_transport.h"
 #include "worker/job_sequencer.h"
 #include "worker/memory_budget.h"
-#include "worker/resident_store.h"
 #include "worker/shard_executor.h"
-#include "worker/shm_network.h"
+#include "worker/store/block_reader.h"
+#include "worker/store/resident_store.h"
+#include "worker/transport/grpc/grpc_peer_transport.h"
+#include "worker/transport/shm/shm_network.h"
 
 namespace shardmap {
 
+class ChannelCache;  // rpc/channel_cache.h
 class WorkerService final : public v1::Worker::Service {
  public:
   struct Options {

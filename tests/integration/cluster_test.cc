@@ -7,10 +7,10 @@
 #include <thread>
 
 #include "client/shard_client.h"
-#include "core/channel.h"
-#include "core/proto_convert.h"
+#include "rpc/channel.h"
 #include "tests/integration/test_cluster.h"
 #include "tests/unit/wait_until.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 namespace {

@@ -13,7 +13,7 @@
 
 #include "absl/time/time.h"
 #include "server/coordinator.h"
-#include "worker/resident_store.h"
+#include "worker/store/resident_store.h"
 #include "worker/worker.h"
 
 namespace shardmap {

@@ -43,9 +43,9 @@
 #include "bench/bench_util.h"
 #include "client/local_cluster.h"
 #include "client/shard_client.h"
+#include "core/dtype_dispatch.h"
 #include "tests/load/rss_poll.h"
 #include "tests/unit/test_arrays.h"
-#include "worker/functions/dtype_dispatch.h"
 
 namespace shardmap {
 namespace {

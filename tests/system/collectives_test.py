@@ -228,7 +228,7 @@ class CollectivesTest(unittest.TestCase):
 
 
 def rings_mapped(pid):
-    """Shared-memory rings (worker/shm_ring) the process has mapped."""
+    """Shared-memory rings (worker/transport/shm/shm_ring) the process has mapped."""
     try:
         with open(f"/proc/{pid}/maps") as f:
             return sum("/dev/shm/shardmap-" in line for line in f)

@@ -7,9 +7,10 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "core/signature.h"
 #include "core/status_util.h"
+#include "rpc/grpc_status.h"
 #include "tests/unit/status_matchers.h"
+#include "wire/signature.h"
 
 namespace shardmap {
 namespace {

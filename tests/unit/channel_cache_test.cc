@@ -1,8 +1,8 @@
-// Tests of core/channel_cache: one channel per address, reused by every
+// Tests of rpc/channel_cache: one channel per address, reused by every
 // stub; eviction by Evict and by a transport failure (never by an
 // UNAVAILABLE the peer answered itself); concurrent Get dials once. Only
 // lazy channels (no network) or servers on 127.0.0.1:0.
-#include "core/channel_cache.h"
+#include "rpc/channel_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
-#include "core/channel.h"
-#include "core/status_util.h"
+#include "rpc/channel.h"
+#include "rpc/grpc_status.h"
 #include "shardmap/v1/shm.grpc.pb.h"
 #include "shardmap/v1/worker.grpc.pb.h"
 #include "tests/unit/fake_worker_server.h"

@@ -1,7 +1,7 @@
-// Tests of worker/checkpoint_blocks: a worker writes and reads checkpoint
+// Tests of worker/store/checkpoint_blocks: a worker writes and reads checkpoint
 // blocks only under the checkpoint directory, at the file it is given
 // after checking it, and checks what it reads.
-#include "worker/checkpoint_blocks.h"
+#include "worker/store/checkpoint_blocks.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -14,9 +14,9 @@
 
 #include "core/digest.h"
 #include "core/npy.h"
-#include "core/proto_convert.h"
 #include "tests/unit/status_matchers.h"
 #include "tests/unit/temp_dir.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 namespace {

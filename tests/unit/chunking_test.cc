@@ -1,6 +1,6 @@
-// Tests of core/chunking: cutting arrays into ArrayChunk messages and the
+// Tests of wire/chunking: cutting arrays into ArrayChunk messages and the
 // receiving side's ordering checks and reassembly.
-#include "core/chunking.h"
+#include "wire/chunking.h"
 
 #include <gtest/gtest.h>
 

@@ -26,6 +26,8 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "core/dtype_dispatch.h"
+#include "tests/fakes/in_memory_peer_transport.h"
 #include "tests/unit/status_matchers.h"
 #include "tests/unit/wait_until.h"
 #include "worker/collectives/all_gather.h"
@@ -34,8 +36,6 @@
 #include "worker/collectives/permute.h"
 #include "worker/collectives/reduce.h"
 #include "worker/collectives/reduce_scatter.h"
-#include "worker/functions/dtype_dispatch.h"
-#include "worker/in_memory_peer_transport.h"
 
 namespace shardmap {
 namespace {

@@ -1,4 +1,4 @@
-// Tests of the Communicator (worker/communicator.h): jax.lax collective
+// Tests of the Communicator (worker/collectives/communicator.h): jax.lax collective
 // semantics (docs/SEMANTICS.md, section 5) over the byte-level algorithms.
 //
 // Every device of a mesh is a thread with its own Communicator on one
@@ -10,7 +10,7 @@
 // multi-indices. Replicated results (psum, pmean, pmax, pmin, all_gather)
 // must also be bitwise identical on every member of a group, since
 // replicas are compared by digest.
-#include "worker/communicator.h"
+#include "worker/collectives/communicator.h"
 
 #include <gtest/gtest.h>
 
@@ -37,10 +37,10 @@
 #include "core/dtype.h"
 #include "core/mesh.h"
 #include "core/tensor.h"
+#include "tests/fakes/in_memory_peer_transport.h"
 #include "tests/unit/status_matchers.h"
 #include "tests/unit/test_arrays.h"
 #include "tests/unit/wait_until.h"
-#include "worker/in_memory_peer_transport.h"
 
 namespace shardmap {
 namespace {

@@ -1,4 +1,4 @@
-#include "core/credentials.h"
+#include "rpc/credentials.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "core/token_auth.h"
+#include "rpc/token_auth.h"
 
 namespace shardmap {
 namespace {

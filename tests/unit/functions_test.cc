@@ -24,9 +24,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "core/signature.h"
 #include "core/tensor.h"
-#include "worker/function_registry.h"
+#include "wire/signature.h"
+#include "worker/functions/function_registry.h"
 #include "worker/shard_executor.h"
 
 namespace shardmap {

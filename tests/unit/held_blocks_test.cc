@@ -1,8 +1,8 @@
-// Tests of worker/held_blocks and the store's reporting methods: a worker
+// Tests of worker/store/held_blocks and the store's reporting methods: a worker
 // reports every version of every block it holds with its array's layout
 // (also after a restart from its --state-dir), and drops exactly the
 // (name, version) blocks the coordinator names, in memory and on disk.
-#include "worker/held_blocks.h"
+#include "worker/store/held_blocks.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "core/proto_convert.h"
+#include "wire/proto_convert.h"
 
 namespace shardmap {
 namespace {

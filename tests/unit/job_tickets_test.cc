@@ -16,12 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
-#include "core/proto_convert.h"
-#include "core/signature.h"
 #include "server/job_runner.h"
 #include "server/planner.h"
 #include "server/ticket_skipper.h"
 #include "tests/unit/status_matchers.h"
+#include "wire/proto_convert.h"
+#include "wire/signature.h"
 
 namespace shardmap {
 namespace {

@@ -6,10 +6,10 @@
 #include <thread>
 
 #include "absl/time/clock.h"
-#include "core/drain_gate.h"
-#include "core/keepalive.h"
-#include "core/logging.h"
-#include "core/trace_context.h"
+#include "ops/logging.h"
+#include "rpc/drain_gate.h"
+#include "rpc/keepalive.h"
+#include "rpc/trace_context.h"
 
 namespace shardmap {
 namespace {

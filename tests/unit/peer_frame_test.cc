@@ -1,7 +1,7 @@
 // The peer frame codec against protobuf's own parser: whatever DecodeFrame
 // returns must equal what v1::PeerFrame::ParseFromString makes of the same
 // bytes, however the bytes are cut into slices.
-#include "worker/peer_frame.h"
+#include "worker/transport/grpc/peer_frame.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
-// Tests of worker/peer_inbox: whole and fragmented messages, waiting,
+// Tests of worker/transport/grpc/peer_inbox: whole and fragmented messages, waiting,
 // fingerprint and size checks, lost streams, abort and deadline, forgotten
 // jobs, and fragments that do not fit their message.
-#include "worker/peer_inbox.h"
+#include "worker/transport/grpc/peer_inbox.h"
 
 #include <gtest/gtest.h>
 

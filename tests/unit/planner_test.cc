@@ -14,9 +14,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "core/signature.h"
 #include "server/worker_pool.h"
 #include "tests/unit/status_matchers.h"
+#include "wire/signature.h"
 
 namespace shardmap {
 namespace {

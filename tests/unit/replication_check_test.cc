@@ -12,8 +12,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "core/signature.h"
 #include "tests/unit/status_matchers.h"
+#include "wire/signature.h"
 
 namespace shardmap {
 namespace {

@@ -1,6 +1,6 @@
-// Tests of worker/resident_store: staging and committing, the two versions
+// Tests of worker/store/resident_store: staging and committing, the two versions
 // kept, dropping, and blocks kept in a directory across a restart.
-#include "worker/resident_store.h"
+#include "worker/store/resident_store.h"
 
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>

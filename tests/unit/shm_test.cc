@@ -21,13 +21,14 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "core/channel.h"
+#include "rpc/channel.h"
+#include "rpc/channel_cache.h"
 #include "tests/unit/status_matchers.h"
 #include "tests/unit/wait_until.h"
-#include "worker/shm_network.h"
-#include "worker/shm_receiver.h"
-#include "worker/shm_ring.h"
-#include "worker/shm_sender.h"
+#include "worker/transport/shm/shm_network.h"
+#include "worker/transport/shm/shm_receiver.h"
+#include "worker/transport/shm/shm_ring.h"
+#include "worker/transport/shm/shm_sender.h"
 
 namespace shardmap {
 namespace {

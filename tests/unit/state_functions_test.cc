@@ -28,13 +28,13 @@
 #include "absl/time/time.h"
 #include "core/dtype.h"
 #include "core/mesh.h"
-#include "core/signature.h"
 #include "core/tensor.h"
+#include "tests/fakes/in_memory_peer_transport.h"
 #include "tests/unit/status_matchers.h"
 #include "tests/unit/test_arrays.h"
-#include "worker/communicator.h"
-#include "worker/function_registry.h"
-#include "worker/in_memory_peer_transport.h"
+#include "wire/signature.h"
+#include "worker/collectives/communicator.h"
+#include "worker/functions/function_registry.h"
 #include "worker/shard_executor.h"
 
 namespace shardmap {

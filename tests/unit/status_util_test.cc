@@ -1,5 +1,5 @@
-// Tests of core/status_util: the absl <-> gRPC status conversion, the code
-// names, the early-return macros and Annotate.
+// Tests of core/status_util and rpc/grpc_status: the absl <-> gRPC status
+// conversion, the code names, the early-return macros and Annotate.
 #include "core/status_util.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "rpc/grpc_status.h"
 
 namespace shardmap {
 namespace {

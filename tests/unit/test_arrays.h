@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/dtype_dispatch.h"
 #include "core/tensor.h"
-#include "worker/functions/dtype_dispatch.h"
 
 namespace shardmap {
 

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/channel_cache.h"
+#include "rpc/channel_cache.h"
 #include "server/grpc_worker_connector.h"
 #include "tests/unit/fake_worker_server.h"
 

@@ -16,9 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
-#include "core/signature.h"
 #include "tests/unit/fake_clock.h"
 #include "tests/unit/status_matchers.h"
+#include "wire/signature.h"
 
 namespace shardmap {
 namespace {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/dtype.h"
-#include "worker/peer_transport.h"
+#include "worker/transport/peer_transport.h"
 
 namespace shardmap {
 

@@ -10,7 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "worker/collectives/collective_types.h"
-#include "worker/peer_transport.h"
+#include "worker/transport/peer_transport.h"
 
 namespace shardmap {
 

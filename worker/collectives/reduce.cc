@@ -3,7 +3,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "worker/functions/dtype_dispatch.h"
+#include "core/dtype_dispatch.h"
 
 namespace shardmap {
 namespace {

@@ -4,8 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "worker/function_registry.h"
 #include "worker/functions/elementwise.h"
+#include "worker/functions/function_registry.h"
 #include "worker/functions/kernel_util.h"
 #include "worker/functions/linalg.h"
 #include "worker/functions/reduce.h"

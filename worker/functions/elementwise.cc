@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/dtype_dispatch.h"
 #include "core/status_util.h"
-#include "worker/functions/dtype_dispatch.h"
 
 namespace shardmap {
 namespace {

@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "core/collective_rules.h"
 #include "core/status_util.h"
-#include "worker/communicator.h"
-#include "worker/function_registry.h"
+#include "worker/collectives/communicator.h"
+#include "worker/functions/function_registry.h"
 
 namespace shardmap {
 

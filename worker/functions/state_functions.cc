@@ -19,10 +19,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/collective_rules.h"
+#include "core/dtype_dispatch.h"
 #include "core/status_util.h"
-#include "worker/communicator.h"
-#include "worker/function_registry.h"
-#include "worker/functions/dtype_dispatch.h"
+#include "worker/collectives/communicator.h"
+#include "worker/functions/function_registry.h"
 #include "worker/functions/kernel_util.h"
 
 namespace shardmap {

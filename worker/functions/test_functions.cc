@@ -19,8 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/status_util.h"
-#include "worker/communicator.h"
-#include "worker/function_registry.h"
+#include "worker/collectives/communicator.h"
+#include "worker/functions/function_registry.h"
 #include "worker/functions/kernel_util.h"
 #include "worker/functions/reduce.h"
 

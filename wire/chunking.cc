@@ -1,0 +1,98 @@
+#include "wire/chunking.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardmap {
+
+bool SendChunks(uint32_t index, size_t total,
+                const std::function<void(size_t, size_t, uint8_t*)>& fill,
+                const std::function<bool(v1::ArrayChunk&&)>& write) {
+  for (size_t offset = 0; offset < total; offset += kChunkBytes) {
+    const size_t length = std::min(kChunkBytes, total - offset);
+    v1::ArrayChunk chunk;
+    chunk.set_index(index);
+    chunk.set_offset(offset);
+    std::string* data = chunk.mutable_data();
+    data->resize(length);
+    fill(offset, length, reinterpret_cast<uint8_t*>(data->data()));
+    if (!write(std::move(chunk))) return false;
+  }
+  return true;
+}
+
+bool SendTensorChunks(uint32_t index, const Tensor& tensor,
+                      const std::function<bool(v1::ArrayChunk&&)>& write) {
+  const uint8_t* base = tensor.data();
+  return SendChunks(
+      index, tensor.num_bytes(),
+      [base](size_t offset, size_t length, uint8_t* dst) {
+        std::memcpy(dst, base + offset, length);
+      },
+      write);
+}
+
+ChunkSequencer::ChunkSequencer(std::vector<size_t> sizes,
+                               std::vector<Sink> sinks, std::string what)
+    : sizes_(std::move(sizes)),
+      sinks_(std::move(sinks)),
+      what_(std::move(what)) {
+  while (current_ < sizes_.size() && sizes_[current_] == 0) ++current_;
+}
+
+ChunkSequencer::Sink ChunkSequencer::Into(Tensor& tensor) {
+  uint8_t* base = tensor.data();
+  return [base](size_t offset, absl::string_view data) {
+    std::memcpy(base + offset, data.data(), data.size());
+  };
+}
+
+ChunkSequencer ChunkSequencer::ForTensors(std::vector<Tensor>& tensors,
+                                          std::string what) {
+  std::vector<size_t> sizes;
+  std::vector<Sink> sinks;
+  for (Tensor& t : tensors) {
+    sizes.push_back(t.num_bytes());
+    sinks.push_back(Into(t));
+  }
+  return ChunkSequencer(std::move(sizes), std::move(sinks), std::move(what));
+}
+
+absl::Status ChunkSequencer::Accept(const v1::ArrayChunk& chunk) {
+  if (chunk.index() >= sizes_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk for ", what_, " ", chunk.index(),
+                     ", but there are ", sizes_.size(), " ", what_, "s"));
+  }
+  if (chunk.index() != current_ || chunk.offset() != received_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk out of order: got ", what_, " ", chunk.index(),
+                     " at offset ", chunk.offset(), ", expected ", what_, " ",
+                     current_, " at offset ", received_));
+  }
+  const size_t size = sizes_[current_];
+  if (chunk.data().size() > size - received_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what_, " ", current_, " has ", size, " bytes, but chunks carry more"));
+  }
+  sinks_[current_](received_, chunk.data());
+  received_ += chunk.data().size();
+  if (received_ == size) {
+    ++current_;
+    received_ = 0;
+    while (current_ < sizes_.size() && sizes_[current_] == 0) ++current_;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ChunkSequencer::Finish() const {
+  if (current_ < sizes_.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stream ended early: ", what_, " ", current_, " has ",
+                     received_, " of its ", sizes_[current_], " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardmap

@@ -1,0 +1,90 @@
+// The functions a worker can run, by name: native C++ kernels over Eigen,
+// each with a declared signature so bad calls fail before they run.
+//
+// Registration happens once at start (RegisterBuiltins(registry) from
+// main); after that the registry is read-only and safe to share between
+// threads.
+#ifndef SHARDMAP_WORKER_FUNCTION_REGISTRY_H_
+#define SHARDMAP_WORKER_FUNCTION_REGISTRY_H_
+
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/mesh.h"
+#include "core/tensor.h"
+#include "wire/signature.h"
+
+namespace shardmap {
+
+class Communicator;
+
+// What a kernel knows about where it runs, and how it reaches the other
+// devices of its job.
+struct CallContext {
+  const Mesh* mesh = nullptr;  // Not owned.
+  int64_t device_id = 0;
+  std::vector<int64_t> coords;  // the device's mesh coordinates
+  // The job's collectives; null when the job runs without peers (a kernel
+  // that needs it then fails with FAILED_PRECONDITION). Not owned.
+  Communicator* comm = nullptr;
+  // This device's blocks of the function's state slots (brainstate
+  // State), by slot name as the signature declares them. A kernel updates
+  // a slot it declares `write` in place (or assigns a new tensor of the
+  // same dtype and shape); the new value is stored only if the whole job
+  // succeeds. Null when the function has no states. Not owned.
+  std::map<std::string, Tensor>* states = nullptr;
+  // True once the job is cancelled (the coordinator aborted it, its
+  // deadline passed, or the coordinator went away). A kernel that computes
+  // for long polls it and stops with CANCELLED.
+  std::function<bool()> cancelled = [] { return false; };
+};
+
+// A kernel gets its blocks (it may consume them) and the keyword arguments
+// with defaults already filled in and JSON types already checked. It
+// returns INVALID_ARGUMENT naming the argument for shapes it cannot take.
+using Kernel = std::function<absl::StatusOr<std::vector<Tensor>>(
+    const CallContext& ctx, std::vector<Tensor>& args,
+    const nlohmann::json& kwargs)>;
+
+struct FunctionDef {
+  v1::FunctionSignature signature;
+  Kernel kernel;
+};
+
+class FunctionRegistry {
+ public:
+  // ALREADY_EXISTS if the name is taken.
+  absl::Status Register(const Signature& signature, Kernel kernel);
+  // NOT_FOUND listing the registered names.
+  absl::StatusOr<const FunctionDef*> Find(const std::string& name) const;
+  std::vector<v1::FunctionSignature> Signatures() const;
+
+ private:
+  std::map<std::string, FunctionDef> functions_;
+};
+
+// Registers `kernel` under `signature`, or aborts: a name registered twice
+// is a programming error of the registering code.
+void MustRegister(FunctionRegistry& registry, const Signature& signature,
+                  Kernel kernel);
+
+// Registers identity, add, mul, scale, relu, matmul, sum, and the
+// functions with collectives: psum, pmean, pmax, pmin, all_gather,
+// psum_scatter, ppermute, all_to_all, axis_index, matmul_psum, mlp_tp,
+// global_sum.
+void RegisterBuiltins(FunctionRegistry& registry);
+void RegisterCollectiveBuiltins(FunctionRegistry& registry);
+// Registers the functions with state slots: accumulate, linear_sgd_step.
+void RegisterStateBuiltins(FunctionRegistry& registry);
+// Registers spin, fail_on and mismatch_on: psum with an injected fault, for
+// fault tests (shardmap-worker --test-functions).
+void RegisterTestBuiltins(FunctionRegistry& registry);
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_WORKER_FUNCTION_REGISTRY_H_

@@ -1,0 +1,186 @@
+#include "worker/store/resident_store.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "core/array_name.h"
+
+namespace shardmap {
+namespace {
+constexpr size_t kVersionsKept = 2;
+}  // namespace
+
+ResidentStore::ResidentStore(std::string directory) {
+  if (!directory.empty()) disk_.emplace(std::move(directory));
+}
+
+absl::StatusOr<ResidentStore::Block> ResidentStore::Find(
+    const std::string& name, uint64_t version) const {
+  absl::MutexLock lock(&mu_);
+  auto it = blocks_.find(name);
+  if (it != blocks_.end()) {
+    for (const Block& b : it->second) {
+      if (b.version == version) return b;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("this worker holds no block of '",
+                                          name, "' version ", version));
+}
+
+std::vector<std::pair<std::string, ResidentStore::Block>> ResidentStore::All()
+    const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<std::string, Block>> out;
+  for (const auto& [name, versions] : blocks_) {
+    if (!versions.empty()) out.emplace_back(name, versions.back());
+  }
+  return out;
+}
+
+void ResidentStore::Stage(const std::string& job_id, const std::string& name,
+                          Block block) {
+  absl::MutexLock lock(&mu_);
+  staged_[job_id].emplace_back(name, std::move(block));
+}
+
+absl::Status ResidentStore::Commit(const std::string& job_id) {
+  std::vector<std::pair<std::string, Block>> blocks;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = staged_.find(job_id);
+    if (it == staged_.end()) return absl::OkStatus();
+    blocks = std::move(it->second);
+    staged_.erase(it);
+  }
+  return Store(std::move(blocks));
+}
+
+void ResidentStore::Abort(const std::string& job_id) {
+  absl::MutexLock lock(&mu_);
+  staged_.erase(job_id);
+}
+
+absl::Status ResidentStore::Put(const std::string& name, Block block) {
+  std::vector<std::pair<std::string, Block>> blocks;
+  blocks.emplace_back(name, std::move(block));
+  return Store(std::move(blocks));
+}
+
+absl::Status ResidentStore::Store(
+    std::vector<std::pair<std::string, Block>> blocks) {
+  for (const auto& [name, block] : blocks) {
+    if (absl::Status s = ValidateArrayName(name); !s.ok()) return s;
+  }
+  absl::MutexLock writing(&disk_mu_);
+  if (disk_.has_value()) {
+    std::vector<std::pair<std::string, const Block*>> persist;
+    for (const auto& [name, block] : blocks) persist.emplace_back(name, &block);
+    if (absl::Status s = disk_->Persist(persist); !s.ok()) return s;
+  }
+  absl::MutexLock lock(&mu_);
+  for (auto& [name, block] : blocks) {
+    std::deque<Block>& versions = blocks_[name];
+    versions.push_back(std::move(block));
+    while (versions.size() > kVersionsKept) versions.pop_front();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResidentStore::Drop(const std::string& name) {
+  if (absl::Status s = ValidateArrayName(name); !s.ok()) return s;
+  absl::MutexLock writing(&disk_mu_);
+  {
+    absl::MutexLock lock(&mu_);
+    blocks_.erase(name);
+  }
+  return disk_.has_value() ? disk_->Remove(name) : absl::OkStatus();
+}
+
+absl::StatusOr<int> ResidentStore::LoadDirectory() {
+  if (!disk_.has_value()) return 0;
+  std::vector<StateDir::Loaded> loaded;
+  std::vector<BadArray> bad;
+  absl::MutexLock writing(&disk_mu_);
+  disk_->Load(&loaded, &bad);
+  for (const BadArray& b : bad) {
+    spdlog::error("state dir: cannot load {}{}: {}; it is lost on this worker",
+                  b.name.empty() ? "" : absl::StrCat("'", b.name, "' from "),
+                  b.path, b.reason);
+  }
+  absl::MutexLock lock(&mu_);
+  int n = 0;
+  for (StateDir::Loaded& l : loaded) {
+    std::deque<Block>& versions = blocks_[l.name];
+    versions.push_back(std::move(l.block));
+    ++n;
+  }
+  bad_.insert(bad_.end(), bad.begin(), bad.end());
+  return n;
+}
+
+std::vector<ResidentStore::BadArray> ResidentStore::BadArrays() const {
+  absl::MutexLock lock(&mu_);
+  return bad_;
+}
+
+uint64_t ResidentStore::Bytes() const {
+  absl::MutexLock lock(&mu_);
+  uint64_t total = 0;
+  for (const auto& [name, versions] : blocks_) {
+    for (const Block& b : versions) total += b.data ? b.data->num_bytes() : 0;
+  }
+  return total;
+}
+
+// --- What the worker reports when it (re-)registers ---
+
+std::vector<std::pair<std::string, ResidentStore::Block>>
+ResidentStore::AllVersions() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::pair<std::string, Block>> out;
+  for (const auto& [name, versions] : blocks_) {
+    for (const Block& b : versions) out.emplace_back(name, b);
+  }
+  return out;
+}
+
+void ResidentStore::DropVersion(const std::string& name, uint64_t version) {
+  absl::MutexLock writing(&disk_mu_);
+  std::optional<Block> stays;  // the version the disk keeps instead
+  bool none_left = false;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = blocks_.find(name);
+    if (it == blocks_.end()) return;
+    std::deque<Block>& versions = it->second;
+    const bool newest = !versions.empty() && versions.back().version == version;
+    versions.erase(std::remove_if(versions.begin(), versions.end(),
+                                  [version](const Block& b) {
+                                    return b.version == version;
+                                  }),
+                   versions.end());
+    none_left = versions.empty();
+    if (none_left) {
+      blocks_.erase(it);
+    } else if (newest) {
+      stays = versions.back();
+    }
+  }
+  if (!disk_.has_value()) return;
+  absl::Status s = absl::OkStatus();
+  if (none_left) {
+    s = disk_->Remove(name);
+  } else if (stays.has_value()) {
+    s = disk_->Persist({{name, &*stays}});
+  }
+  if (!s.ok()) {
+    spdlog::error("state dir: dropping '{}' version {}: {}", name, version,
+                  std::string(s.message()));
+  }
+}
+// --- end of what the worker reports ---
+
+}  // namespace shardmap

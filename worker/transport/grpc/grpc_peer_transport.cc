@@ -1,0 +1,163 @@
+#include "worker/transport/grpc/grpc_peer_transport.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "rpc/channel_cache.h"
+
+namespace shardmap {
+namespace {
+// Data per frame: well under the 8 MiB message limit every channel sets.
+constexpr size_t kFragmentBytes = 1 << 20;
+// Replaced processes remembered per peer address.
+constexpr size_t kReplacedKept = 8;
+}  // namespace
+
+PeerNetwork::~PeerNetwork() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [address, peer] : peers_) {
+    if (peer.link) peer.link->Shutdown();
+  }
+}
+
+void PeerNetwork::set_my_address(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  options_.my_address = address;
+}
+
+std::string PeerNetwork::my_address() {
+  absl::MutexLock lock(&mu_);
+  return options_.my_address;
+}
+
+uint64_t PeerNetwork::incarnation() {
+  absl::MutexLock lock(&mu_);
+  return options_.incarnation;
+}
+
+absl::StatusOr<std::shared_ptr<PeerLink>> PeerNetwork::Link(
+    const std::string& address, uint64_t incarnation) {
+  absl::MutexLock lock(&mu_);
+  Peer& peer = peers_[address];
+  if (incarnation != 0 && incarnation != peer.incarnation) {
+    if (std::find(peer.replaced.begin(), peer.replaced.end(), incarnation) !=
+        peer.replaced.end()) {
+      return absl::UnavailableError(
+          absl::StrCat("the worker at ", address,
+                       " restarted after this job was planned; its process ",
+                       incarnation, " is gone"));
+    }
+    if (peer.incarnation != 0) {
+      peer.replaced.push_back(peer.incarnation);
+      if (peer.replaced.size() > kReplacedKept) peer.replaced.pop_front();
+      // The channel was dialled to another process: dial the new one.
+      channels_->Evict(address);
+    }
+    // The link (if any) is to another process: never reuse it.
+    if (peer.link) peer.link->Shutdown();
+    peer.link.reset();
+    peer.incarnation = incarnation;
+  }
+  if (peer.link && peer.link->broken()) {
+    // Dial afresh if the transport failed (see ChannelCache::OnCallEnded).
+    channels_->OnCallEnded(address, peer.channel,
+                           absl::UnavailableError(absl::StrCat(
+                               "the link to ", address, " broke")));
+    peer.link.reset();
+  }
+  if (!peer.link) {
+    peer.channel = channels_->Get(address);
+    peer.stub = std::make_unique<grpc::GenericStub>(peer.channel);
+    peer.link = PeerLink::Open(peer.stub.get(), address, options_.my_address,
+                               options_.incarnation);
+  }
+  return peer.link;
+}
+
+GrpcPeerTransport::GrpcPeerTransport(PeerNetwork* network, Options options)
+    : network_(network), options_(std::move(options)) {}
+
+GrpcPeerTransport::~GrpcPeerTransport() {
+  network_->inbox()->ForgetJob(options_.job_id);
+}
+
+uint64_t GrpcPeerTransport::incarnation(int64_t d) const {
+  return d >= 0 && d < static_cast<int64_t>(options_.incarnations.size())
+             ? options_.incarnations[d]
+             : 0;
+}
+
+absl::Status GrpcPeerTransport::Send(int64_t to, const PeerMessage& message,
+                                     absl::Span<const uint8_t> data) {
+  if (to < 0 || to >= num_devices()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "send to device ", to, " outside the mesh of ", num_devices()));
+  }
+  const std::string& address = options_.addresses[to];
+  // Messages to this device skip the network and go straight to the inbox.
+  std::shared_ptr<PeerLink> link;
+  if (to != options_.device) {
+    absl::StatusOr<std::shared_ptr<PeerLink>> l =
+        network_->Link(address, incarnation(to));
+    if (!l.ok()) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot send to device ", to, " in ",
+                       message.fingerprint->text, ": ", l.status().message()));
+    }
+    link = *std::move(l);
+  }
+  size_t offset = 0;
+  do {
+    const size_t n = std::min(kFragmentBytes, data.size() - offset);
+    v1::PeerFrame frame;
+    frame.set_job_id(options_.job_id);
+    frame.set_from_device(options_.device);
+    frame.set_seq(message.seq);
+    frame.set_step(message.step);
+    frame.set_fingerprint(message.fingerprint->hash);
+    if (offset == 0) frame.set_fingerprint_text(message.fingerprint->text);
+    frame.set_total_bytes(data.size());
+    frame.set_offset(offset);
+    const absl::Span<const uint8_t> piece = data.subspan(offset, n);
+    absl::Status s;
+    if (link) {
+      s = link->Send(frame, piece, options_.deadline, options_.aborted);
+    } else {
+      std::vector<grpc::Slice> copy;
+      if (n > 0) copy.emplace_back(piece.data(), n);
+      s = network_->inbox()->Deliver(
+          DecodedFrame{std::move(frame), PeerPayload(std::move(copy))});
+    }
+    if (!s.ok()) {
+      if (s.code() == absl::StatusCode::kUnavailable) {
+        return absl::UnavailableError(absl::StrCat(
+            "cannot send to device ", to, " (worker ", address, ") in ",
+            message.fingerprint->text, ": ", s.message()));
+      }
+      return s;
+    }
+    offset += n;
+  } while (offset < data.size());
+  return absl::OkStatus();
+}
+
+absl::Status GrpcPeerTransport::Recv(int64_t from, const PeerMessage& message,
+                                     absl::Span<uint8_t> out) {
+  if (from < 0 || from >= num_devices()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "receive from device ", from, " outside the mesh of ", num_devices()));
+  }
+  PeerInbox::Want want;
+  want.job_id = options_.job_id;
+  want.from_device = from;
+  want.from_address = options_.addresses[from];
+  want.from_incarnation = incarnation(from);
+  want.seq = message.seq;
+  want.step = message.step;
+  want.fingerprint = message.fingerprint;
+  const absl::Time deadline =
+      std::min(options_.deadline, absl::Now() + options_.collective_timeout);
+  return network_->inbox()->Take(want, out, deadline, options_.aborted);
+}
+
+}  // namespace shardmap

@@ -1,0 +1,111 @@
+// The peer transport over gRPC. PeerNetwork is the worker's long-lived
+// half: the inbox every incoming stream feeds, and one outgoing PeerLink
+// per peer address, opened on first use (on the worker's ChannelCache) and
+// reused across jobs.
+// GrpcPeerTransport is the PeerTransport one device of one job uses.
+//
+// Restarted peers: a job names the process (incarnation) it expects at
+// each address. A link opened for another process of that address is shut
+// down and a new one dialled on a new channel; a job that names a process the
+// worker has since seen replaced (it was planned before the restart) fails with
+// UNAVAILABLE instead of reaching the new process.
+#ifndef SHARDMAP_WORKER_GRPC_PEER_TRANSPORT_H_
+#define SHARDMAP_WORKER_GRPC_PEER_TRANSPORT_H_
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "shardmap/v1/peer.grpc.pb.h"
+#include "worker/transport/grpc/peer_inbox.h"
+#include "worker/transport/grpc/peer_link.h"
+#include "worker/transport/peer_transport.h"
+
+namespace shardmap {
+
+class ChannelCache;  // rpc/channel_cache.h
+// Thread-safe.
+class PeerNetwork {
+ public:
+  struct Options {
+    std::string my_address;    // what peers know this worker as
+    uint64_t incarnation = 0;  // this process's start
+  };
+  // `channels`: not owned; outlives the network.
+  PeerNetwork(const Options& options, ChannelCache* channels)
+      : channels_(channels), options_(options) {}
+  ~PeerNetwork();  // shuts every link down
+
+  PeerInbox* inbox() { return &inbox_; }
+  // The address is known only once the server has bound its port; set it
+  // before the worker registers (so before any job arrives).
+  void set_my_address(const std::string& address);
+  std::string my_address();
+  uint64_t incarnation();
+  // A live link to the process `incarnation` (0: whichever) at `address`,
+  // opened now if there is none, it broke, or it is to another process.
+  // UNAVAILABLE if `incarnation` was replaced at that address.
+  absl::StatusOr<std::shared_ptr<PeerLink>> Link(const std::string& address,
+                                                 uint64_t incarnation = 0);
+
+ private:
+  struct Peer {
+    std::shared_ptr<grpc::Channel> channel;  // the link's
+    std::unique_ptr<grpc::GenericStub> stub;
+    std::shared_ptr<PeerLink> link;
+    uint64_t incarnation = 0;       // the process the link is for; 0: unknown
+    std::deque<uint64_t> replaced;  // earlier processes, newest last
+  };
+  ChannelCache* const channels_;
+  PeerInbox inbox_;
+  absl::Mutex mu_;
+  Options options_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
+};
+
+// One device of one job. Thread-safe.
+class GrpcPeerTransport final : public PeerTransport {
+ public:
+  struct Options {
+    std::string job_id;
+    int64_t device = 0;
+    std::vector<std::string> addresses;  // peer address of each device
+    // The process (incarnation) expected at each device's address; empty
+    // or 0: not known.
+    std::vector<uint64_t> incarnations;
+    absl::Time deadline = absl::InfiniteFuture();  // the job's
+    // Longest wait for one message: the progress watchdog that catches a
+    // peer that is alive but stuck.
+    absl::Duration collective_timeout = absl::Seconds(30);
+    // Polled while waiting; non-OK stops the wait with that status.
+    std::function<absl::Status()> aborted = [] { return absl::OkStatus(); };
+  };
+  GrpcPeerTransport(PeerNetwork* network, Options options);
+  // Forgets the job's leftover messages.
+  ~GrpcPeerTransport() override;
+
+  int64_t device() const override { return options_.device; }
+  int64_t num_devices() const override {
+    return static_cast<int64_t>(options_.addresses.size());
+  }
+  absl::Status Send(int64_t to, const PeerMessage& message,
+                    absl::Span<const uint8_t> data) override;
+  absl::Status Recv(int64_t from, const PeerMessage& message,
+                    absl::Span<uint8_t> out) override;
+  // The incarnation expected for device `d`; 0 if not known.
+  uint64_t incarnation(int64_t d) const;
+
+ private:
+  PeerNetwork* const network_;  // Not owned.
+  const Options options_;
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_WORKER_GRPC_PEER_TRANSPORT_H_

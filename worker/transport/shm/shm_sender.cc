@@ -1,0 +1,197 @@
+#include "worker/transport/shm/shm_sender.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardmap {
+namespace {
+
+// The head, job id and fingerprint text of one message.
+std::string EncodeHead(const ShmMessageKey& key, const Fingerprint& fingerprint,
+                       size_t data_bytes) {
+  ShmRecordHead head;
+  const std::string& job = std::get<0>(key);
+  head.job_bytes = static_cast<uint32_t>(job.size());
+  head.text_bytes = static_cast<uint32_t>(fingerprint.text.size());
+  head.from_device = std::get<1>(key);
+  head.to_device = std::get<2>(key);
+  head.seq = std::get<3>(key);
+  head.step = std::get<4>(key);
+  head.fingerprint = fingerprint.hash;
+  head.data_bytes = data_bytes;
+  std::string out(sizeof(head), '\0');
+  std::memcpy(out.data(), &head, sizeof(head));
+  out += job;
+  out += fingerprint.text;
+  return out;
+}
+
+absl::Span<const uint8_t> AsBytes(const std::string& s) {
+  return absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(s.data()),
+                             s.size());
+}
+
+}  // namespace
+
+ShmSender::ShmSender(std::unique_ptr<ShmRing> ring, Options options)
+    : ring_(std::move(ring)), options_(std::move(options)) {}
+
+ShmSender::~ShmSender() {
+  std::thread pusher;
+  {
+    absl::MutexLock lock(&mu_);  // under mu_, so the idle pusher wakes
+    stop_ = true;
+    pusher = std::move(pusher_);
+  }
+  if (pusher.joinable()) pusher.join();
+}
+
+bool ShmSender::Usable() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!failed_.ok()) return false;
+  }
+  return ring_->PeerAlive();
+}
+
+size_t ShmSender::SpilledBytes() {
+  absl::MutexLock lock(&mu_);
+  return spill_bytes_;
+}
+
+void ShmSender::SpillLocked(const absl::Span<const uint8_t> (&parts)[2],
+                            size_t offset) {
+  std::string rest;
+  rest.reserve(parts[0].size() + parts[1].size() - offset);
+  for (absl::Span<const uint8_t> part : parts) {
+    const size_t skip = std::min(offset, part.size());
+    rest.append(reinterpret_cast<const char*>(part.data()) + skip,
+                part.size() - skip);
+    offset -= skip;
+  }
+  spill_bytes_ += rest.size();
+  spill_.push_back(std::move(rest));
+  if (!pusher_.joinable()) pusher_ = std::thread([this] { PushSpilled(); });
+}
+
+absl::Status ShmSender::Send(const ShmMessageKey& key,
+                             const Fingerprint& fingerprint,
+                             absl::Span<const uint8_t> data,
+                             absl::Time deadline,
+                             const std::function<absl::Status()>& aborted) {
+  const std::string head = EncodeHead(key, fingerprint, data.size());
+  const absl::Span<const uint8_t> parts[2] = {AsBytes(head), data};
+  const size_t total = head.size() + data.size();
+  absl::MutexLock lock(&mu_);
+  if (failed_.ok() && !ring_->PeerAlive()) {
+    failed_ = absl::UnavailableError(absl::StrCat(
+        options_.peer, " is gone: it unmapped the channel (it exited)"));
+  }
+  if (!failed_.ok()) return failed_;
+  if (!spill_.empty()) {
+    // Behind spilled bytes: the message must follow them. Past the cap,
+    // wait for the pusher to catch up first.
+    while (spill_bytes_ > options_.max_spill_bytes) {
+      if (absl::Status s = aborted ? aborted() : absl::OkStatus(); !s.ok()) {
+        return s;
+      }
+      if (!failed_.ok()) return failed_;
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(
+            absl::StrCat("over ", options_.max_spill_bytes,
+                         " bytes wait unread for ", options_.peer));
+      }
+      mu_.AwaitWithDeadline(
+          absl::Condition(
+              +[](ShmSender* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                return s->spill_bytes_ <= s->options_.max_spill_bytes ||
+                       !s->failed_.ok();
+              },
+              this),
+          std::min(deadline, absl::Now() + ShmRing::kWaitSlice));
+    }
+    if (spill_.empty()) {
+      // The pusher finished meanwhile; write in place below.
+    } else {
+      SpillLocked(parts, 0);
+      return absl::OkStatus();
+    }
+  }
+  size_t done = 0;
+  while (done < total) {
+    const bool in_head = done < head.size();
+    const absl::Span<const uint8_t> part = in_head ? parts[0] : parts[1];
+    const size_t at = in_head ? done : done - head.size();
+    const size_t n = ring_->Write(part.data() + at, part.size() - at);
+    done += n;
+    if (n > 0 || done == total) continue;
+    if (!ring_->ReaderActive()) {  // nobody draining: set the rest aside
+      SpillLocked(parts, done);
+      return absl::OkStatus();
+    }
+    absl::Status s = ring_->Wait(deadline, aborted);
+    if (s.code() == absl::StatusCode::kUnavailable) {
+      failed_ = absl::UnavailableError(
+          absl::StrCat(options_.peer, " is gone: ", s.message()));
+      return failed_;
+    }
+    if (!s.ok()) {
+      if (done > 0) SpillLocked(parts, done);  // keep the ring whole
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ShmSender::PushSpilled() {
+  auto stopped = [this] {
+    return stop_ ? absl::CancelledError("the channel is closing")
+                 : absl::OkStatus();
+  };
+  for (;;) {
+    const std::string* front = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !spill_.empty() || stop_;
+      };
+      mu_.Await(absl::Condition(&ready));  // Send and ~ShmSender signal
+      if (stop_) return;
+      front = &spill_.front();  // stays put while Send appends
+    }
+    size_t offset = 0;
+    while (offset < front->size()) {
+      // Count the bytes out of the spill before the reader can see them,
+      // so SpilledBytes() is 0 by the time the receiver has them all.
+      const size_t n = std::min(ring_->Writable(), front->size() - offset);
+      if (n > 0) {
+        {
+          absl::MutexLock lock(&mu_);
+          spill_bytes_ -= n;
+        }
+        // The only writer: the room can only have grown meanwhile.
+        ring_->Write(reinterpret_cast<const uint8_t*>(front->data()) + offset,
+                     n);
+        offset += n;
+        continue;
+      }
+      absl::Status s = ring_->Wait(absl::InfiniteFuture(), stopped);
+      if (!s.ok()) {
+        absl::MutexLock lock(&mu_);
+        if (s.code() == absl::StatusCode::kUnavailable && failed_.ok()) {
+          failed_ = absl::UnavailableError(
+              absl::StrCat(options_.peer, " is gone: ", s.message()));
+        }
+        spill_.clear();
+        spill_bytes_ = 0;
+        return;
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    spill_.pop_front();
+  }
+}
+
+}  // namespace shardmap
