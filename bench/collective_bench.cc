@@ -57,6 +57,7 @@
 #include "bench/bench_util.h"
 #include "ops/process_tuning.h"
 #include "rpc/channel.h"
+#include "rpc/channel_cache.h"
 #include "worker/collectives/all_gather.h"
 #include "worker/collectives/all_reduce.h"
 #include "worker/collectives/communicator.h"
@@ -172,6 +173,7 @@ class Rank {
 
 // A worker's peer side: the networks, their services and the server.
 struct Node {
+  std::unique_ptr<ChannelCache> channels;
   std::unique_ptr<PeerNetwork> network;
   std::unique_ptr<ShmNetwork> shm;
   std::unique_ptr<PeerService> service;
@@ -183,12 +185,13 @@ struct Node {
 Node StartNode(const Config& c, int index) {
   Node n;
   const uint64_t incarnation = static_cast<uint64_t>(getpid()) * 1000 + index;
-  n.network =
-      std::make_unique<PeerNetwork>(PeerNetwork::Options{"", incarnation});
+  n.channels = std::make_unique<ChannelCache>();
+  n.network = std::make_unique<PeerNetwork>(
+      PeerNetwork::Options{"", incarnation}, n.channels.get());
   ShmNetwork::Options shm;
   shm.enabled = !c.no_shm;
   shm.incarnation = incarnation;
-  n.shm = std::make_unique<ShmNetwork>(shm);
+  n.shm = std::make_unique<ShmNetwork>(shm, n.channels.get());
   n.service = std::make_unique<PeerService>(n.network->inbox());
   n.shm_service = std::make_unique<ShmPeerService>(n.shm.get());
   grpc::ServerBuilder b;

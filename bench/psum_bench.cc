@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "ops/process_tuning.h"
 #include "rpc/channel.h"
+#include "rpc/channel_cache.h"
 #include "worker/collectives/communicator.h"
 #include "worker/transport/grpc/grpc_peer_transport.h"
 #include "worker/transport/grpc/peer_service.h"
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   struct Node {
+    ChannelCache channels;
     std::unique_ptr<PeerNetwork> network;
     std::unique_ptr<PeerService> service;
     std::unique_ptr<grpc::Server> server;
@@ -43,7 +45,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> addresses;
   for (int i = 0; i < workers; ++i) {
     nodes[i].network = std::make_unique<PeerNetwork>(
-        PeerNetwork::Options{"", static_cast<uint64_t>(i + 1)});
+        PeerNetwork::Options{"", static_cast<uint64_t>(i + 1)},
+        &nodes[i].channels);
     nodes[i].service = std::make_unique<PeerService>(nodes[i].network->inbox());
     grpc::ServerBuilder b;
     int port = 0;

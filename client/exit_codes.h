@@ -16,25 +16,14 @@
 //      (but 69 for a state-changing call without a call_id whose outcome is
 //      unknown: ShardClient::NotSafeToRetry)
 //   77 permission denied / unauthenticated (missing or wrong token)
-//   78 bad security configuration (kExitConfig, core/credentials.h)
+//   78 bad security configuration (kExitConfig, rpc/credentials.h)
 #ifndef SHARDMAP_CLIENT_EXIT_CODES_H_
 #define SHARDMAP_CLIENT_EXIT_CODES_H_
 
 #include "absl/status/status.h"
+#include "core/exit_codes.h"
 
 namespace shardmap {
-
-enum ExitCode {
-  kExitOk = 0,
-  kExitUsage = 64,
-  kExitDataErr = 65,
-  kExitNoInput = 66,
-  kExitUnavailable = 69,
-  kExitSoftware = 70,
-  kExitCantCreate = 73,
-  kExitTempFail = 75,
-  kExitNoPerm = 77,
-};
 
 // The exit code for a status from the coordinator.
 int ExitCodeForStatus(const absl::Status& status);

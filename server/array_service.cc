@@ -40,7 +40,7 @@ absl::Status ArrayService::Delete(const std::string& name,
   // them already. A device nobody reported since a restart has no holder.
   for (const std::string& address : removed->addresses) {
     if (address.empty()) continue;
-    absl::Status s = calls_->DropArray(address, name);
+    absl::Status s = calls_->DropArray(address, name, deadline);
     if (!s.ok()) {
       spdlog::info("dropping '{}' on {}: {}", name, address,
                    std::string(s.message()));
@@ -56,7 +56,7 @@ absl::StatusOr<std::vector<ResidentArray>> ArrayService::Save(
   for (const auto& a : index_->All()) names.insert(a.name);
   auto held = locks_->Acquire(names, {}, deadline);
   if (!held.ok()) return held.status();
-  auto saved = SaveCheckpoint(directory, *index_, *calls_);
+  auto saved = SaveCheckpoint(directory, *index_, *calls_, deadline);
   if (saved.ok()) {
     spdlog::info("saved {} resident arrays to {}", saved->size(), directory);
   }
@@ -64,8 +64,9 @@ absl::StatusOr<std::vector<ResidentArray>> ArrayService::Save(
 }
 
 absl::StatusOr<std::vector<ResidentArray>> ArrayService::Restore(
-    const std::string& directory) {
-  auto restored = RestoreCheckpoint(directory, *index_, *pool_, *calls_);
+    const std::string& directory, absl::Time deadline) {
+  auto restored =
+      RestoreCheckpoint(directory, *index_, *pool_, *calls_, deadline);
   if (restored.ok()) {
     spdlog::info("restored {} resident arrays from {}", restored->size(),
                  directory);

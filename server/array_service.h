@@ -49,9 +49,10 @@ class ArrayService {
   // (server/checkpoint.h), with their ReasonOf.
   absl::StatusOr<std::vector<ResidentArray>> Save(const std::string& directory,
                                                   absl::Time deadline);
-  // Errors: RestoreCheckpoint's (server/checkpoint.h).
+  // Loads `directory` onto the workers; every call to a worker ends by
+  // `deadline`. Errors: RestoreCheckpoint's (server/checkpoint.h).
   absl::StatusOr<std::vector<ResidentArray>> Restore(
-      const std::string& directory);
+      const std::string& directory, absl::Time deadline);
 
  private:
   ResidentIndex* const index_;         // Not owned.

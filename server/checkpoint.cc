@@ -116,7 +116,7 @@ std::map<int64_t, int64_t> Representatives(const ResidentArray& a,
 
 absl::StatusOr<std::vector<ResidentArray>> WriteBlocks(
     const fs::path& tmp, const ResidentIndex& index, WorkerCalls& calls,
-    CheckpointManifest* manifest) {
+    absl::Time deadline, CheckpointManifest* manifest) {
   std::vector<ResidentArray> saved;
   for (const ResidentArray& a : index.All()) {
     SHARD_RETURN_IF_ERROR(index.Find(a.name).status());  // refuses lost ones
@@ -131,7 +131,7 @@ absl::StatusOr<std::vector<ResidentArray>> WriteBlocks(
       request.set_version(a.version);
       request.set_directory(tmp.string());
       request.set_file(CheckpointBlockFile(2, position, a.name, block));
-      auto digest = calls.SaveBlock(a.addresses[device], request);
+      auto digest = calls.SaveBlock(a.addresses[device], request, deadline);
       if (!digest.ok()) {
         return Annotate(digest.status(),
                         absl::StrCat("saving '", a.name, "' block ", block));
@@ -148,7 +148,7 @@ absl::StatusOr<std::vector<ResidentArray>> WriteBlocks(
 
 absl::StatusOr<std::vector<ResidentArray>> SaveCheckpoint(
     const std::string& directory, const ResidentIndex& index,
-    WorkerCalls& calls) {
+    WorkerCalls& calls, absl::Time deadline) {
   if (directory.empty()) {
     return absl::InvalidArgumentError("checkpoint directory is empty");
   }
@@ -163,7 +163,7 @@ absl::StatusOr<std::vector<ResidentArray>> SaveCheckpoint(
   fs::create_directories(tmp / "blocks", ec);
   if (ec) return FsError("create", tmp, ec);
   CheckpointManifest manifest;
-  auto saved = WriteBlocks(tmp, index, calls, &manifest);
+  auto saved = WriteBlocks(tmp, index, calls, deadline, &manifest);
   absl::Status s = saved.status();
   if (s.ok()) {
     const std::string text = SerializeCheckpointManifest(manifest);
@@ -180,7 +180,7 @@ absl::StatusOr<std::vector<ResidentArray>> SaveCheckpoint(
 
 absl::StatusOr<std::vector<ResidentArray>> RestoreCheckpoint(
     const std::string& directory, ResidentIndex& index, const WorkerPool& pool,
-    WorkerCalls& calls) {
+    WorkerCalls& calls, absl::Time deadline) {
   const fs::path dir = fs::absolute(directory).lexically_normal();
   const fs::path file = dir / "manifest.json";
   SHARD_ASSIGN_OR_RETURN(std::string text, ReadManifest(file));
@@ -212,7 +212,8 @@ absl::StatusOr<std::vector<ResidentArray>> RestoreCheckpoint(
       *request.mutable_spec() = SpecToProto(a.spec);
       *request.mutable_header() = HeaderToProto(a.meta.dtype, a.meta.shape);
       request.set_device(d);
-      SHARD_RETURN_IF_ERROR(calls.LoadBlock(workers[d].address, request));
+      SHARD_RETURN_IF_ERROR(
+          calls.LoadBlock(workers[d].address, request, deadline));
       a.worker_ids.push_back(workers[d].id);
       a.addresses.push_back(workers[d].address);
     }

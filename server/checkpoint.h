@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "server/resident_index.h"
 #include "server/worker_calls.h"
 #include "server/worker_pool.h"
@@ -27,18 +28,20 @@ namespace shardmap {
 // symbolic link, a directory with other entries): nothing there is touched
 // (that status carries kReasonCheckpointDirRefused, core/error_reason.h). The
 // worker's error if a block cannot be written, and file errors
-// (core/atomic_file.h) naming the path.
+// (core/atomic_file.h) naming the path. DEADLINE_EXCEEDED if a worker's
+// call is still running at `deadline` (the caller's).
 absl::StatusOr<std::vector<ResidentArray>> SaveCheckpoint(
     const std::string& directory, const ResidentIndex& index,
-    WorkerCalls& calls);
+    WorkerCalls& calls, absl::Time deadline);
 
 // Errors: NOT_FOUND for a missing manifest; DATA_LOSS naming the file and
 // field for a manifest that is malformed (ParseCheckpointManifest) and for
 // a block whose digest or shape does not match; FAILED_PRECONDITION if too
-// few workers are live. A failed restore publishes nothing.
+// few workers are live; DEADLINE_EXCEEDED as SaveCheckpoint. A failed
+// restore publishes nothing.
 absl::StatusOr<std::vector<ResidentArray>> RestoreCheckpoint(
     const std::string& directory, ResidentIndex& index, const WorkerPool& pool,
-    WorkerCalls& calls);
+    WorkerCalls& calls, absl::Time deadline);
 
 }  // namespace shardmap
 

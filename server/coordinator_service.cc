@@ -157,7 +157,8 @@ grpc::Status CoordinatorService::SaveCheckpoint(
 grpc::Status CoordinatorService::RestoreCheckpoint(
     grpc::ServerContext* context, const v1::CheckpointRequest* request,
     v1::CheckpointResponse* response) {
-  auto restored = arrays_->Restore(request->directory());
+  auto restored =
+      arrays_->Restore(request->directory(), Deadline(*context, absl::Now()));
   if (!restored.ok()) return ToGrpcStatus(restored.status());
   for (const auto& a : *restored) {
     *response->add_arrays() = ResidentIndex::ToInfo(a, false);

@@ -5,7 +5,6 @@
 #include <functional>
 
 #include "core/status_util.h"
-#include "rpc/channel.h"
 #include "rpc/grpc_status.h"
 #include "rpc/trace_context.h"
 
@@ -17,10 +16,10 @@ namespace {
 // never answers), and Cancel must already work then.
 class GrpcShardChannel final : public ShardChannel {
  public:
-  // `unreachable` is called when the call fails with UNAVAILABLE.
+  // `ended` is called with the call's final status.
   GrpcShardChannel(std::shared_ptr<v1::Worker::Stub> stub, absl::Time deadline,
-                   std::function<void()> unreachable)
-      : stub_(std::move(stub)), unreachable_(std::move(unreachable)) {
+                   std::function<void(const absl::Status&)> ended)
+      : stub_(std::move(stub)), ended_(std::move(ended)) {
     context_.set_deadline(absl::ToChronoTime(deadline));
     // The job's trace, with the coordinator's span as the workers' parent.
     const LogContext& log = CurrentLogContext();
@@ -40,14 +39,14 @@ class GrpcShardChannel final : public ShardChannel {
   absl::Status Finish() override {
     if (!stream_) return absl::CancelledError("the call never started");
     absl::Status s = FromGrpcStatus(stream_->Finish());
-    if (s.code() == absl::StatusCode::kUnavailable) unreachable_();
+    ended_(s);
     return s;
   }
   void Cancel() override { context_.TryCancel(); }
 
  private:
   std::shared_ptr<v1::Worker::Stub> stub_;
-  const std::function<void()> unreachable_;
+  const std::function<void(const absl::Status&)> ended_;
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::ShardRequest, v1::ShardResponse>>
       stream_;
@@ -55,28 +54,16 @@ class GrpcShardChannel final : public ShardChannel {
 
 }  // namespace
 
-std::shared_ptr<v1::Worker::Stub> GrpcWorkerConnector::Stub(
-    const std::string& address) {
-  absl::MutexLock lock(&mu_);
-  auto& slot = stubs_[address];
-  if (!slot) slot = v1::Worker::NewStub(MakeChannel(address));
-  return slot;
-}
-
-void GrpcWorkerConnector::Forget(const std::string& address,
-                                 const v1::Worker::Stub* stub) {
-  absl::MutexLock lock(&mu_);
-  auto it = stubs_.find(address);
-  if (it != stubs_.end() && it->second.get() == stub) stubs_.erase(it);
-}
-
 std::unique_ptr<ShardChannel> GrpcWorkerConnector::Open(
     const std::string& address, absl::Time deadline) {
-  std::shared_ptr<v1::Worker::Stub> stub = Stub(address);
-  const v1::Worker::Stub* raw = stub.get();
+  std::shared_ptr<grpc::Channel> channel;
+  std::shared_ptr<v1::Worker::Stub> stub =
+      channels_->Stub<v1::Worker>(address, &channel);
   return std::make_unique<GrpcShardChannel>(
       std::move(stub), deadline,
-      [this, address, raw] { Forget(address, raw); });
+      [channels = channels_, address, channel](const absl::Status& s) {
+        channels->OnCallEnded(address, channel, s);
+      });
 }
 
 template <typename Request, typename Response>
@@ -88,10 +75,11 @@ absl::Status GrpcWorkerConnector::Unary(
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(deadline));
   Response response;
-  std::shared_ptr<v1::Worker::Stub> stub = Stub(address);
+  std::shared_ptr<grpc::Channel> channel;
   absl::Status s =
-      FromGrpcStatus(((*stub).*method)(&context, request, &response));
-  if (s.code() == absl::StatusCode::kUnavailable) Forget(address, stub.get());
+      FromGrpcStatus(((*channels_->Stub<v1::Worker>(address, &channel)).*
+                      method)(&context, request, &response));
+  channels_->OnCallEnded(address, channel, s);
   return s;
 }
 

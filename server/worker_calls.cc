@@ -3,52 +3,50 @@
 #include <grpcpp/grpcpp.h>
 
 #include "core/status_util.h"
-#include "rpc/channel.h"
 #include "rpc/grpc_status.h"
 
 namespace shardmap {
-namespace {
-constexpr absl::Duration kCallTimeout = absl::Minutes(2);
 
-void SetDeadline(grpc::ClientContext& context) {
-  context.set_deadline(absl::ToChronoTime(absl::Now() + kCallTimeout));
-}
-}  // namespace
-
-std::shared_ptr<v1::Worker::Stub> WorkerCalls::Stub(
-    const std::string& address) {
-  absl::MutexLock lock(&mu_);
-  auto& slot = stubs_[address];
-  if (!slot) slot = v1::Worker::NewStub(MakeChannel(address));
-  return slot;
+template <typename Request, typename Response, typename Method>
+absl::Status WorkerCalls::Call(const std::string& address, Method method,
+                               const Request& request, Response* response,
+                               absl::Time deadline) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(deadline));
+  std::shared_ptr<grpc::Channel> channel;
+  std::shared_ptr<v1::Worker::Stub> stub =
+      channels_->Stub<v1::Worker>(address, &channel);
+  absl::Status s =
+      FromGrpcStatus(((*stub).*method)(&context, request, response));
+  channels_->OnCallEnded(address, channel, s);
+  return s;
 }
 
 absl::Status WorkerCalls::DropArray(const std::string& address,
-                                    const std::string& name) {
-  grpc::ClientContext context;
-  SetDeadline(context);
+                                    const std::string& name,
+                                    absl::Time deadline) {
   v1::DropArrayRequest request;
   request.set_name(name);
   v1::DropArrayResponse response;
-  return FromGrpcStatus(Stub(address)->DropArray(&context, request, &response));
+  return Call(address, &v1::Worker::Stub::DropArray, request, &response,
+              deadline);
 }
 
 absl::StatusOr<uint64_t> WorkerCalls::SaveBlock(
-    const std::string& address, const v1::SaveBlockRequest& request) {
-  grpc::ClientContext context;
-  SetDeadline(context);
+    const std::string& address, const v1::SaveBlockRequest& request,
+    absl::Time deadline) {
   v1::SaveBlockResponse response;
-  SHARD_RETURN_IF_ERROR(
-      FromGrpcStatus(Stub(address)->SaveBlock(&context, request, &response)));
+  SHARD_RETURN_IF_ERROR(Call(address, &v1::Worker::Stub::SaveBlock, request,
+                             &response, deadline));
   return response.digest();
 }
 
 absl::Status WorkerCalls::LoadBlock(const std::string& address,
-                                    const v1::LoadBlockRequest& request) {
-  grpc::ClientContext context;
-  SetDeadline(context);
+                                    const v1::LoadBlockRequest& request,
+                                    absl::Time deadline) {
   v1::LoadBlockResponse response;
-  return FromGrpcStatus(Stub(address)->LoadBlock(&context, request, &response));
+  return Call(address, &v1::Worker::Stub::LoadBlock, request, &response,
+              deadline);
 }
 
 }  // namespace shardmap

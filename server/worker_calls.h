@@ -1,35 +1,48 @@
 // The coordinator's unary calls to workers about resident blocks: drop,
-// save to a file, load from a file. gRPC glue, one cached channel per
-// address, every call with a deadline. Thread-safe.
+// save to a file, load from a file. gRPC glue on the process's
+// ChannelCache; every call carries its caller's deadline (DEADLINE_EXCEEDED
+// when it passes) and reports a transport failure to the cache.
+// Thread-safe.
 #ifndef SHARDMAP_SERVER_WORKER_CALLS_H_
 #define SHARDMAP_SERVER_WORKER_CALLS_H_
 
-#include <map>
-#include <memory>
+#include <cstdint>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "rpc/channel_cache.h"
 #include "shardmap/v1/worker.grpc.pb.h"
 
 namespace shardmap {
 
 class WorkerCalls {
  public:
-  absl::Status DropArray(const std::string& address, const std::string& name);
-  // Returns the block's digest.
+  // Not owned; outlives the calls.
+  explicit WorkerCalls(ChannelCache* channels) : channels_(channels) {}
+
+  // Errors: the worker's, UNAVAILABLE if it cannot be reached,
+  // DEADLINE_EXCEEDED at `deadline`.
+  absl::Status DropArray(const std::string& address, const std::string& name,
+                         absl::Time deadline);
+  // Returns the block's digest. Errors as DropArray.
   absl::StatusOr<uint64_t> SaveBlock(const std::string& address,
-                                     const v1::SaveBlockRequest& request);
+                                     const v1::SaveBlockRequest& request,
+                                     absl::Time deadline);
+  // Errors as DropArray.
   absl::Status LoadBlock(const std::string& address,
-                         const v1::LoadBlockRequest& request);
+                         const v1::LoadBlockRequest& request,
+                         absl::Time deadline);
 
  private:
-  std::shared_ptr<v1::Worker::Stub> Stub(const std::string& address);
-  absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<v1::Worker::Stub>> stubs_
-      ABSL_GUARDED_BY(mu_);
+  // Calls `method` of the Worker stub of `address` with a context bounded
+  // by `deadline`.
+  template <typename Request, typename Response, typename Method>
+  absl::Status Call(const std::string& address, Method method,
+                    const Request& request, Response* response,
+                    absl::Time deadline);
+
+  ChannelCache* const channels_;
 };
 
 }  // namespace shardmap

@@ -79,6 +79,7 @@ absl::StatusOr<std::string> WorkerPool::Register(
     if (it->second.address == address) {
       spdlog::info("worker {} at {} re-registered; dropping the old entry",
                    it->second.id, address);
+      if (it->second.incarnation != incarnation) LeftLocked(it->second);
       it = workers_.erase(it);
     } else {
       ++it;
@@ -119,11 +120,16 @@ void WorkerPool::ExpireLocked() const {
       spdlog::info("worker {} at {} left the pool (no heartbeat for {})",
                    it->second.id, it->second.address,
                    absl::FormatDuration(now - it->second.last_heartbeat));
+      LeftLocked(it->second);
       it = workers_.erase(it);
     } else {
       ++it;
     }
   }
+}
+
+void WorkerPool::LeftLocked(const Worker& w) const {
+  if (options_.on_leave) options_.on_leave(w.address);
 }
 
 std::vector<WorkerPool::Worker> WorkerPool::LiveWorkers() const {

@@ -31,6 +31,11 @@ class WorkerPool {
     absl::Duration heartbeat_timeout = absl::Seconds(3);
     // Injectable for tests.
     std::function<absl::Time()> clock = [] { return absl::Now(); };
+    // Called with a worker's address when it leaves the pool (its
+    // heartbeats stopped) or another process registers at its address
+    // (e.g. to evict the channel to it). Runs under the pool's lock: it
+    // must not call the pool.
+    std::function<void(const std::string& address)> on_leave;
   };
   struct Worker {
     std::string id;
@@ -87,6 +92,7 @@ class WorkerPool {
 
  private:
   void ExpireLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LeftLocked(const Worker& w) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   mutable absl::Mutex mu_;

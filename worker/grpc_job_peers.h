@@ -8,18 +8,18 @@
 #define SHARDMAP_WORKER_GRPC_JOB_PEERS_H_
 
 #include "worker/job_peers.h"
+#include "worker/shm_network.h"
 #include "worker/store/block_reader.h"
 #include "worker/transport/grpc/grpc_peer_transport.h"
-#include "worker/shm_network.h"
 
 namespace shardmap {
 
 class GrpcJobPeers final : public JobPeers {
  public:
   // `network` may be null: jobs then run without collectives. `shm` may be
-  // null: gRPC only. Not owned.
-  GrpcJobPeers(PeerNetwork* network, ShmNetwork* shm)
-      : network_(network), shm_(shm) {}
+  // null: gRPC only. `channels` serves block reads. Not owned.
+  GrpcJobPeers(PeerNetwork* network, ShmNetwork* shm, ChannelCache* channels)
+      : network_(network), shm_(shm), reader_(channels) {}
 
   uint64_t incarnation() const override;
   std::string my_address() const override;

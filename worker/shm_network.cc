@@ -8,8 +8,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "core/status_util.h"
-#include "rpc/channel.h"
+#include "rpc/channel_cache.h"
+#include "rpc/grpc_status.h"
 
 namespace shardmap {
 namespace {
@@ -19,8 +19,9 @@ constexpr uint64_t kMaxRingBytes = uint64_t{1} << 30;
 
 }  // namespace
 
-ShmNetwork::ShmNetwork(Options options)
-    : identity_(options.host_identity.empty() ? LocalHostIdentity()
+ShmNetwork::ShmNetwork(Options options, ChannelCache* channels)
+    : channels_(channels),
+      identity_(options.host_identity.empty() ? LocalHostIdentity()
                                               : options.host_identity),
       enabled_(options.enabled),
       options_(std::move(options)) {}
@@ -43,13 +44,6 @@ std::string ShmNetwork::LocalHostIdentity() {
 void ShmNetwork::set_my_address(const std::string& address) {
   absl::MutexLock lock(&mu_);
   options_.my_address = address;
-}
-
-v1::ShmPeer::Stub* ShmNetwork::StubFor(const std::string& address) {
-  absl::MutexLock lock(&mu_);
-  std::unique_ptr<v1::ShmPeer::Stub>& stub = stubs_[address];
-  if (!stub) stub = v1::ShmPeer::NewStub(MakeChannel(address));
-  return stub.get();
 }
 
 std::shared_ptr<ShmSender> ShmNetwork::SenderTo(const std::string& address,
@@ -126,8 +120,10 @@ std::shared_ptr<ShmSender> ShmNetwork::Ask(const std::string& address,
   context.set_deadline(
       absl::ToChronoTime(std::min(deadline, absl::Now() + kAttachTimeout)));
   v1::ShmAttachResponse response;
-  const grpc::Status status =
-      StubFor(address)->Attach(&context, request, &response);
+  std::shared_ptr<grpc::Channel> channel;
+  const grpc::Status status = channels_->Stub<v1::ShmPeer>(address, &channel)
+                                  ->Attach(&context, request, &response);
+  channels_->OnCallEnded(address, channel, FromGrpcStatus(status));
   if (ring != nullptr) ring->Unlink();  // mapped by now, or never will be
   if (!status.ok()) {
     // An older worker without ShmPeer stays on gRPC; anything else (the

@@ -41,6 +41,7 @@
 
 namespace shardmap {
 
+class ChannelCache;  // rpc/channel_cache.h
 class ShmNetwork {
  public:
   struct Options {
@@ -51,7 +52,9 @@ class ShmNetwork {
     // What counts as "the same host"; LocalHostIdentity() if empty.
     std::string host_identity;
   };
-  explicit ShmNetwork(Options options);
+  // `channels` (for ShmPeer.Attach calls): not owned; outlives the
+  // network.
+  ShmNetwork(Options options, ChannelCache* channels);
   ~ShmNetwork();
 
   // Boot id, /dev/shm's device and inode, the IPC namespace's inode and
@@ -96,8 +99,8 @@ class ShmNetwork {
   std::shared_ptr<ShmSender> Ask(const std::string& address,
                                  absl::Time deadline, bool* keep,
                                  uint64_t* incarnation);
-  v1::ShmPeer::Stub* StubFor(const std::string& address);
 
+  ChannelCache* const channels_;
   const std::string identity_;
   const bool enabled_;  // options_.enabled, which never changes
   absl::Mutex mu_;
@@ -108,8 +111,6 @@ class ShmNetwork {
     uint64_t incarnation = 0;  // of the sender
   };
   std::map<std::string, Incoming> in_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, std::unique_ptr<v1::ShmPeer::Stub>> stubs_
-      ABSL_GUARDED_BY(mu_);
 };
 
 // Serves ShmPeer.Attach from a ShmNetwork. Glue only.

@@ -25,6 +25,7 @@
 
 namespace shardmap {
 
+class ChannelCache;  // rpc/channel_cache.h
 class WorkerService final : public v1::Worker::Service {
  public:
   struct Options {
@@ -40,6 +41,9 @@ class WorkerService final : public v1::Worker::Service {
     // allocated and their output bytes before they are sent or stored
     // (null: no budget).
     MemoryBudget* budget = nullptr;
+    // The worker's channels to its peers (block reads); required. Not
+    // owned.
+    ChannelCache* channels = nullptr;
   };
   // `network` may be null: jobs then run without collectives.
   WorkerService(const Options& options, const ShardExecutor* executor,
@@ -48,7 +52,7 @@ class WorkerService final : public v1::Worker::Service {
       : options_(options),
         sequencer_(sequencer),
         store_(store),
-        peers_(network, options.shm),
+        peers_(network, options.shm, options.channels),
         job_services_{executor, &peers_, store, sequencer, options.budget} {}
 
   grpc::Status RunShard(

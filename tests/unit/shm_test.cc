@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "rpc/channel.h"
+#include "rpc/channel_cache.h"
 #include "tests/unit/status_matchers.h"
 #include "tests/unit/wait_until.h"
 #include "worker/shm_network.h"
@@ -370,7 +371,7 @@ TEST(ShmNetworkTest, HostIdentityIsStableAndSpecific) {
 struct Pair {
   explicit Pair(ShmNetwork::Options receiver_options) {
     receiver_options.ring_bytes = 64 << 10;
-    b = std::make_unique<ShmNetwork>(receiver_options);
+    b = std::make_unique<ShmNetwork>(receiver_options, &channels);
     service = std::make_unique<ShmPeerService>(b.get());
     grpc::ServerBuilder builder;
     int port = 0;
@@ -382,9 +383,10 @@ struct Pair {
     ShmNetwork::Options a_options;
     a_options.my_address = "a:1";
     a_options.ring_bytes = 64 << 10;
-    a = std::make_unique<ShmNetwork>(a_options);
+    a = std::make_unique<ShmNetwork>(a_options, &channels);
   }
   ~Pair() { server->Shutdown(); }
+  ChannelCache channels;
   std::unique_ptr<ShmNetwork> a, b;
   std::unique_ptr<ShmPeerService> service;
   std::unique_ptr<grpc::Server> server;
@@ -435,7 +437,8 @@ TEST(ShmNetworkTest, OtherHostsAndNoShmStayOnGrpc) {
     EXPECT_EQ(p.b->ReceiverFrom("a:1"), nullptr);
   }
   // A peer that does not answer is asked again next time, not written off.
-  ShmNetwork a(ShmNetwork::Options{});
+  ChannelCache channels;
+  ShmNetwork a(ShmNetwork::Options{}, &channels);
   EXPECT_EQ(a.SenderTo("127.0.0.1:1", In(absl::Seconds(2))), nullptr);
 }
 

@@ -385,5 +385,36 @@ TEST_F(WorkerPoolTest, DrainingWorkerGetsNoNewJobs) {
   EXPECT_TRUE(pool_.LiveWorkers()[0].draining);
 }
 
+// on_leave names each worker that left the pool (expired) or whose address
+// another process took over, and no other (the coordinator evicts the
+// channel to exactly those).
+TEST(WorkerPoolLeaveTest, OnLeaveNamesExpiredAndReplacedWorkers) {
+  FakeClock clock;
+  std::vector<std::string> left;
+  WorkerPool::Options o;
+  o.heartbeat_timeout = absl::Seconds(1);
+  o.clock = [&clock] { return clock.Now(); };
+  o.on_leave = [&left](const std::string& address) { left.push_back(address); };
+  WorkerPool pool(o);
+  ASSERT_TRUE(pool.Register("10.0.0.1:5000", 1, {}).ok());
+  ASSERT_TRUE(pool.Register("10.0.0.2:5000", 1, {}).ok());
+  // The same process registering again (e.g. the coordinator forgot it)
+  // keeps its channel; a new process at the address does not.
+  ASSERT_TRUE(pool.Register("10.0.0.1:5000", 1, {}).ok());
+  EXPECT_TRUE(left.empty());
+  ASSERT_TRUE(pool.Register("10.0.0.1:5000", 2, {}).ok());
+  EXPECT_EQ(left, std::vector<std::string>{"10.0.0.1:5000"});
+  // 10.0.0.2 goes silent; 10.0.0.1 keeps heartbeating.
+  clock.Advance(absl::Milliseconds(600));
+  auto live = pool.LiveWorkers();
+  ASSERT_EQ(live.size(), 2u);
+  const std::string id1 =
+      live[1].address == "10.0.0.1:5000" ? live[1].id : live[0].id;
+  ASSERT_TRUE(pool.Heartbeat(id1, 2).ok());
+  clock.Advance(absl::Milliseconds(600));
+  EXPECT_EQ(pool.LiveWorkers().size(), 1u);
+  EXPECT_EQ(left, (std::vector<std::string>{"10.0.0.1:5000", "10.0.0.2:5000"}));
+}
+
 }  // namespace
 }  // namespace shardmap

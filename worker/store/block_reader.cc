@@ -3,7 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "core/status_util.h"
-#include "rpc/channel.h"
+#include "rpc/channel_cache.h"
 #include "rpc/grpc_status.h"
 
 namespace shardmap {
@@ -11,13 +11,9 @@ namespace shardmap {
 absl::StatusOr<std::string> BlockReader::Read(
     const std::string& address, const v1::ReadBlockRequest& request,
     absl::Time deadline) {
-  std::shared_ptr<v1::Worker::Stub> stub;
-  {
-    absl::MutexLock lock(&mu_);
-    auto& slot = stubs_[address];
-    if (!slot) slot = v1::Worker::NewStub(MakeChannel(address));
-    stub = slot;
-  }
+  std::shared_ptr<grpc::Channel> channel;
+  std::shared_ptr<v1::Worker::Stub> stub =
+      channels_->Stub<v1::Worker>(address, &channel);
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(deadline));
   auto reader = stub->ReadBlock(&context, request);
@@ -31,7 +27,9 @@ absl::StatusOr<std::string> BlockReader::Read(
     }
     out += chunk.data();
   }
-  SHARD_RETURN_IF_ERROR(FromGrpcStatus(reader->Finish()));
+  absl::Status s = FromGrpcStatus(reader->Finish());
+  channels_->OnCallEnded(address, channel, s);
+  SHARD_RETURN_IF_ERROR(s);
   return out;
 }
 

@@ -1,30 +1,31 @@
 // Reads sub-boxes of resident blocks from other workers over their Worker
-// service (ReadBlock), one cached channel per address. Thread-safe.
+// service (ReadBlock), on the process's ChannelCache. Thread-safe.
 #ifndef SHARDMAP_WORKER_BLOCK_READER_H_
 #define SHARDMAP_WORKER_BLOCK_READER_H_
 
-#include <map>
-#include <memory>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "shardmap/v1/worker.grpc.pb.h"
 
 namespace shardmap {
 
+class ChannelCache;  // rpc/channel_cache.h
 class BlockReader {
  public:
+  // Not owned; outlives the reader.
+  explicit BlockReader(ChannelCache* channels) : channels_(channels) {}
+
+  // The bytes of the box `request` names. Errors: the holder's,
+  // UNAVAILABLE if it cannot be reached, DEADLINE_EXCEEDED at `deadline`,
+  // INTERNAL for chunks out of order.
   absl::StatusOr<std::string> Read(const std::string& address,
                                    const v1::ReadBlockRequest& request,
                                    absl::Time deadline);
 
  private:
-  absl::Mutex mu_;
-  std::map<std::string, std::shared_ptr<v1::Worker::Stub>> stubs_
-      ABSL_GUARDED_BY(mu_);
+  ChannelCache* const channels_;
 };
 
 }  // namespace shardmap

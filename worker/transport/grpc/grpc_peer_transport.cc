@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/channel.h"
+#include "rpc/channel_cache.h"
 
 namespace shardmap {
 namespace {
@@ -50,16 +50,24 @@ absl::StatusOr<std::shared_ptr<PeerLink>> PeerNetwork::Link(
     if (peer.incarnation != 0) {
       peer.replaced.push_back(peer.incarnation);
       if (peer.replaced.size() > kReplacedKept) peer.replaced.pop_front();
+      // The channel was dialled to another process: dial the new one.
+      channels_->Evict(address);
     }
     // The link (if any) is to another process: never reuse it.
     if (peer.link) peer.link->Shutdown();
     peer.link.reset();
     peer.incarnation = incarnation;
   }
-  if (!peer.stub) {
-    peer.stub = std::make_unique<grpc::GenericStub>(MakeChannel(address));
+  if (peer.link && peer.link->broken()) {
+    // Dial afresh if the transport failed (see ChannelCache::OnCallEnded).
+    channels_->OnCallEnded(address, peer.channel,
+                           absl::UnavailableError(absl::StrCat(
+                               "the link to ", address, " broke")));
+    peer.link.reset();
   }
-  if (!peer.link || peer.link->broken()) {
+  if (!peer.link) {
+    peer.channel = channels_->Get(address);
+    peer.stub = std::make_unique<grpc::GenericStub>(peer.channel);
     peer.link = PeerLink::Open(peer.stub.get(), address, options_.my_address,
                                options_.incarnation);
   }

@@ -1,12 +1,13 @@
 // The peer transport over gRPC. PeerNetwork is the worker's long-lived
 // half: the inbox every incoming stream feeds, and one outgoing PeerLink
-// per peer address, opened on first use and reused across jobs.
+// per peer address, opened on first use (on the worker's ChannelCache) and
+// reused across jobs.
 // GrpcPeerTransport is the PeerTransport one device of one job uses.
 //
 // Restarted peers: a job names the process (incarnation) it expects at
 // each address. A link opened for another process of that address is shut
-// down and a new one dialled; a job that names a process the worker has
-// since seen replaced (it was planned before the restart) fails with
+// down and a new one dialled on a new channel; a job that names a process the
+// worker has since seen replaced (it was planned before the restart) fails with
 // UNAVAILABLE instead of reaching the new process.
 #ifndef SHARDMAP_WORKER_GRPC_PEER_TRANSPORT_H_
 #define SHARDMAP_WORKER_GRPC_PEER_TRANSPORT_H_
@@ -28,6 +29,7 @@
 
 namespace shardmap {
 
+class ChannelCache;  // rpc/channel_cache.h
 // Thread-safe.
 class PeerNetwork {
  public:
@@ -35,7 +37,9 @@ class PeerNetwork {
     std::string my_address;    // what peers know this worker as
     uint64_t incarnation = 0;  // this process's start
   };
-  explicit PeerNetwork(const Options& options) : options_(options) {}
+  // `channels`: not owned; outlives the network.
+  PeerNetwork(const Options& options, ChannelCache* channels)
+      : channels_(channels), options_(options) {}
   ~PeerNetwork();  // shuts every link down
 
   PeerInbox* inbox() { return &inbox_; }
@@ -52,11 +56,13 @@ class PeerNetwork {
 
  private:
   struct Peer {
+    std::shared_ptr<grpc::Channel> channel;  // the link's
     std::unique_ptr<grpc::GenericStub> stub;
     std::shared_ptr<PeerLink> link;
     uint64_t incarnation = 0;       // the process the link is for; 0: unknown
     std::deque<uint64_t> replaced;  // earlier processes, newest last
   };
+  ChannelCache* const channels_;
   PeerInbox inbox_;
   absl::Mutex mu_;
   Options options_ ABSL_GUARDED_BY(mu_);
