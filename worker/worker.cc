@@ -18,7 +18,7 @@
 #include "worker/store/resident_store.h"
 #include "worker/transport/grpc/grpc_peer_transport.h"
 #include "worker/transport/grpc/peer_service.h"
-#include "worker/transport/shm/shm_network.h"
+#include "worker/shm_network.h"
 #include "worker/worker_service.h"
 
 namespace shardmap {
