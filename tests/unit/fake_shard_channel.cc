@@ -54,7 +54,11 @@ class FakeShardChannel final : public ShardChannel {
       return true;
     }
     // A two-phase worker has nothing more to say until the decision.
-    if (two_phase_ && !decided_) WaitLocked([this] { return decided_; });
+    if (two_phase_ && !decided_)
+      WaitLocked([this] {
+        c_->mu_.AssertHeld();
+        return decided_;
+      });
     return false;
   }
   absl::Status Finish() override {

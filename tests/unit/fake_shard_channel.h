@@ -106,7 +106,9 @@ class FakeWorkerConnector final : public WorkerConnector {
   // fake's lock, so it may call only the lock-free members below.
   bool WaitFor(const std::function<bool()>& done,
                absl::Duration limit = absl::Seconds(30)) const;
-  // Lock-held variants for WaitFor predicates.
+  // Lock-held variants for WaitFor predicates, which first call
+  // AssertHeld (so clang's analysis knows the lock is held there).
+  void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK(mu_) { mu_.AssertHeld(); }
   int WaitingLocked(const std::string& address) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int FinishedLocked(const std::string& address) const

@@ -51,6 +51,7 @@ class JobRunnerFixture : public ::testing::Test {
     std::optional<absl::StatusOr<std::vector<JobOutput>>> out;
     std::thread job([&] { out = Run(runner, plan, devices); });
     EXPECT_TRUE(connector_.WaitFor([&] {
+      connector_.AssertHeld();
       return connector_.FinishedLocked(workers_[done].address) == 1 &&
              connector_.WaitingLocked(workers_[waiting].address) == 1;
     }));
