@@ -139,14 +139,14 @@ absl::StatusOr<Value> Checker::Lookup(const Expr& e) {
     candidates.insert(candidates.end(), set->begin(), set->end());
   }
   std::string what = absl::StrCat("unknown name '", e.text, "'");
-  const std::string near = Nearest(e.text, candidates);
-  if (!near.empty()) absl::StrAppend(&what, "; did you mean '", near, "'?");
   if (e.text == "os" || e.text == "sys" || e.text == "open" ||
       e.text == "eval" || e.text == "exec" || e.text == "__import__") {
-    absl::StrAppend(&what,
-                    " (a program has no file, network or environment "
-                    "access)");
+    absl::StrAppend(&what, " (a program has no file, network or environment "
+                           "access)");
+    return Error(e.pos, what);
   }
+  const std::string near = Nearest(e.text, candidates);
+  if (!near.empty()) absl::StrAppend(&what, "; did you mean '", near, "'?");
   return Error(e.pos, what);
 }
 

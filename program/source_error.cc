@@ -16,6 +16,9 @@ std::string SourceMessage(absl::string_view source, SourcePos pos,
   if (pos.line < 1 || pos.line > static_cast<int>(lines.size())) return out;
   absl::string_view line = lines[pos.line - 1];
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.find_first_not_of(" \t") == absl::string_view::npos) {
+    return out;  // a blank line: nothing to point at
+  }
   // Long lines are cut around the column so the caret stays readable.
   constexpr int kWidth = 120;
   int column = pos.column < 1 ? 1 : pos.column;
