@@ -141,8 +141,9 @@ absl::StatusOr<Value> Checker::Lookup(const Expr& e) {
   std::string what = absl::StrCat("unknown name '", e.text, "'");
   if (e.text == "os" || e.text == "sys" || e.text == "open" ||
       e.text == "eval" || e.text == "exec" || e.text == "__import__") {
-    absl::StrAppend(&what, " (a program has no file, network or environment "
-                           "access)");
+    absl::StrAppend(&what,
+                    " (a program has no file, network or environment "
+                    "access)");
     return Error(e.pos, what);
   }
   const std::string near = Nearest(e.text, candidates);

@@ -10,8 +10,11 @@ namespace program {
 
 std::string SourceMessage(absl::string_view source, SourcePos pos,
                           absl::string_view what) {
-  std::string out =
-      absl::StrCat("line ", pos.line, ", column ", pos.column, ": ", what);
+  // What is said may echo the source (names, strings): keep it short.
+  constexpr size_t kMaxWhat = 512;
+  std::string out = absl::StrCat("line ", pos.line, ", column ", pos.column,
+                                 ": ", what.substr(0, kMaxWhat),
+                                 what.size() > kMaxWhat ? "..." : "");
   std::vector<absl::string_view> lines = absl::StrSplit(source, '\n');
   if (pos.line < 1 || pos.line > static_cast<int>(lines.size())) return out;
   absl::string_view line = lines[pos.line - 1];

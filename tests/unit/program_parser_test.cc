@@ -27,7 +27,8 @@ TEST(SourceErrorTest, CaretUnderTheColumn) {
   EXPECT_EQ(SourceMessage("ab", {1, 9}, "end"),
             "line 1, column 9: end\n  ab\n    ^");
   // Tabs are kept so the caret lines up.
-  EXPECT_EQ(SourceMessage("\tq", {1, 2}, "t"), "line 1, column 2: t\n  \tq\n  \t^");
+  EXPECT_EQ(SourceMessage("\tq", {1, 2}, "t"),
+            "line 1, column 2: t\n  \tq\n  \t^");
 }
 
 TEST(LexerTest, TokensCarryLineAndColumn) {
@@ -118,8 +119,9 @@ TEST(ParserTest, PrecedenceAsPython) {
 }
 
 TEST(ParserTest, CallsSubscriptsAndSlices) {
-  auto f = Parse("lambda x: jax.lax.psum(x[None, ..., 1:-1:2, ::3, :], "
-                 "axis_name=('a', 'b'))");
+  auto f = Parse(
+      "lambda x: jax.lax.psum(x[None, ..., 1:-1:2, ::3, :], "
+      "axis_name=('a', 'b'))");
   ASSERT_TRUE(f.ok()) << f.status();
   const Expr& call = *f->body[0].value;
   ASSERT_EQ(call.kind, ExprKind::kCall);
@@ -258,8 +260,8 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(ParserTest, NestingIsBounded) {
   // Deeper than kMaxNesting in every recursive form: refused, no crash.
   const int deep = kMaxNesting + 5;
-  const std::string parens = "lambda x: " + std::string(deep, '(') + "x" +
-                             std::string(deep, ')');
+  const std::string parens =
+      "lambda x: " + std::string(deep, '(') + "x" + std::string(deep, ')');
   const std::string unary = "lambda x: " + std::string(deep, '-') + "x";
   std::string power = "lambda x: x";
   for (int i = 0; i < deep; ++i) power += " ** x";
