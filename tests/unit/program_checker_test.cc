@@ -196,6 +196,16 @@ TEST(CheckerFoldTest, PythonScalarsFoldAtCheckTime) {
   const Instr& add1 = q->instrs[q->outputs[1]];
   EXPECT_EQ(q->instrs[add1.operands[0]].attrs.value, 3.0);
   EXPECT_EQ(Out(*q, 1).elem, kF32);
+  // Module spellings, numpy's constants, and dtypes as values.
+  auto m = Check(
+      "lambda x: jax.lax.psum(jax.numpy.exp(x) * jnp.pi, 'data') "
+      "+ lax.max(x, np.inf) + jax.nn.relu(x).astype(jnp.bool)",
+      {A(kF32, {2})});
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(Out(*m).elem, kF32);
+  const Instr* times = Find(*m, OpCode::kMul);
+  ASSERT_NE(times, nullptr);
+  EXPECT_FLOAT_EQ(m->instrs[times->operands[1]].attrs.value, 3.14159265);
   // x.shape, x.ndim and x.dtype are static.
   auto r = Check("lambda x: zeros((x.shape[1], x.ndim), dtype=x.dtype)",
                  {A(kI64, {5, 7})});
