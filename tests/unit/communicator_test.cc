@@ -1,6 +1,5 @@
-// Tests of the Communicator (worker/collectives/communicator.h): jax.lax
-// collective semantics (docs/SEMANTICS.md, section 5) over the byte-level
-// algorithms.
+// Tests of the Communicator (worker/collectives/communicator.h): jax.lax collective
+// semantics (docs/SEMANTICS.md, section 5) over the byte-level algorithms.
 //
 // Every device of a mesh is a thread with its own Communicator on one
 // InMemoryHub and calls the collective on its own input. Every device's

@@ -1,6 +1,6 @@
-// Tests of worker/transport/grpc/peer_inbox: whole and fragmented messages,
-// waiting, fingerprint and size checks, lost streams, abort and deadline,
-// forgotten jobs, and fragments that do not fit their message.
+// Tests of worker/transport/grpc/peer_inbox: whole and fragmented messages, waiting,
+// fingerprint and size checks, lost streams, abort and deadline, forgotten
+// jobs, and fragments that do not fit their message.
 #include "worker/transport/grpc/peer_inbox.h"
 
 #include <gtest/gtest.h>

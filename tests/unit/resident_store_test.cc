@@ -1,5 +1,5 @@
-// Tests of worker/store/resident_store: staging and committing, the two
-// versions kept, dropping, and blocks kept in a directory across a restart.
+// Tests of worker/store/resident_store: staging and committing, the two versions
+// kept, dropping, and blocks kept in a directory across a restart.
 #include "worker/store/resident_store.h"
 
 #include <gtest/gtest.h>
