@@ -185,6 +185,8 @@ class Checker {
   // checker.cc
   absl::StatusOr<Value> Eval(const Expr& e);
   absl::StatusOr<Value> Lookup(const Expr& e);
+  absl::StatusOr<Value> SliceTuple(SourcePos pos, const Value& t,
+                                   const Value& slice) const;
   absl::StatusOr<Value> Attribute(const Expr& e);
   absl::StatusOr<Value> CallExpr(const Expr& e);
   absl::StatusOr<Value> Call(

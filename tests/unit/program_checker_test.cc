@@ -207,6 +207,10 @@ TEST(CheckerFoldTest, PythonScalarsFoldAtCheckTime) {
   ASSERT_NE(times, nullptr);
   EXPECT_FLOAT_EQ(m->instrs[times->operands[1]].attrs.value, 3.14159265);
   // x.shape, x.ndim and x.dtype are static.
+  auto sl = Check("lambda x: x.reshape(x.shape[:1] + (-1,) + x.shape[-1:])",
+                  {A(kF32, {2, 3, 4, 5})});
+  ASSERT_TRUE(sl.ok()) << sl.status();
+  EXPECT_EQ(Out(*sl).shape, (Shape{2, 12, 5}));
   auto r = Check("lambda x: zeros((x.shape[1], x.ndim), dtype=x.dtype)",
                  {A(kI64, {5, 7})});
   ASSERT_TRUE(r.ok()) << r.status();
