@@ -115,6 +115,7 @@ class Validator {
     if (in.op == OpCode::kConstant) return want(0);
     if (in.op == OpCode::kIota) {
       if (arity != 0) return want(0);
+      if (elem == ElemType::kBool) return "arange cannot be bool";
       return shape.size() == 1 ? "" : "arange must be 1-D";
     }
     if (in.op == OpCode::kAxisIndex) {

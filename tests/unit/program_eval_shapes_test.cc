@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "program/eval_value.h"
 #include "program/evaluator.h"
 #include "tests/unit/program_builder.h"
 #include "tests/unit/program_numpy.h"
@@ -16,21 +17,7 @@ namespace shardmap {
 namespace program {
 namespace {
 
-DType D(ElemType e) {
-  switch (e) {
-    case ElemType::kFloat64:
-      return DType::kFloat64;
-    case ElemType::kInt64:
-      return DType::kInt64;
-    case ElemType::kFloat32:
-      return DType::kFloat32;
-    default:
-      return DType::kInt32;
-  }
-}
-
-constexpr ElemType kAll[] = {ElemType::kFloat32, ElemType::kFloat64,
-                             ElemType::kInt32, ElemType::kInt64};
+DType D(ElemType e) { return StorageDType(e); }
 
 std::string PyTuple(const std::vector<int64_t>& v) {
   return absl::StrCat("(", absl::StrJoin(v, ", "), v.size() == 1 ? ",)" : ")");

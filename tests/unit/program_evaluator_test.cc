@@ -17,21 +17,7 @@ namespace shardmap {
 namespace program {
 namespace {
 
-constexpr ElemType kAll[] = {ElemType::kFloat32, ElemType::kFloat64,
-                             ElemType::kInt32, ElemType::kInt64};
-
-DType D(ElemType e) {
-  switch (e) {
-    case ElemType::kFloat64:
-      return DType::kFloat64;
-    case ElemType::kInt64:
-      return DType::kInt64;
-    case ElemType::kFloat32:
-      return DType::kFloat32;
-    default:
-      return DType::kInt32;
-  }
-}
+DType D(ElemType e) { return StorageDType(e); }
 
 bool IsFloat(ElemType e) {
   return e == ElemType::kFloat32 || e == ElemType::kFloat64;

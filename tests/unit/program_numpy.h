@@ -27,6 +27,10 @@
 namespace shardmap {
 namespace program {
 
+// The elems that cross the wire.
+inline constexpr ElemType kAll[] = {ElemType::kFloat32, ElemType::kFloat64,
+                                    ElemType::kInt32, ElemType::kInt64};
+
 // Uniform values in [lo, hi] (integers: whole numbers).
 inline Tensor RandomTensor(DType dtype, Shape shape, std::mt19937& rng,
                            double lo = -3, double hi = 3) {
