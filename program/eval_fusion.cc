@@ -8,6 +8,7 @@
 #include "core/status_util.h"
 #include "program/eval_elementwise.h"
 #include "program/eval_layout.h"
+#include "program/types.h"
 
 namespace shardmap {
 namespace program {

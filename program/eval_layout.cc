@@ -6,6 +6,7 @@
 
 #include "core/status_util.h"
 #include "program/eval_scalar.h"
+#include "program/types.h"
 
 namespace shardmap {
 namespace program {

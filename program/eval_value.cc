@@ -8,7 +8,7 @@
 namespace shardmap {
 namespace program {
 
-DType StorageDType(ElemType elem) {
+shardmap::DType StorageDType(ElemType elem) {
   switch (elem) {
     case ElemType::kInt64:
       return DType::kInt64;
@@ -21,12 +21,6 @@ DType StorageDType(ElemType elem) {
       break;
   }
   return DType::kInt32;
-}
-
-size_t ElemBytes(ElemType elem) { return ItemSize(StorageDType(elem)); }
-
-bool IsFloatElem(ElemType elem) {
-  return elem == ElemType::kFloat32 || elem == ElemType::kFloat64;
 }
 
 std::string Where(const Program& program, int index) {
