@@ -32,7 +32,7 @@ constexpr int64_t kM = 512, kK = 1024, kN = 1024;
 constexpr ElemType kF32 = ElemType::kFloat32;
 
 Tensor Random(Shape shape, unsigned seed) {
-  Tensor t(DType::kFloat32, std::move(shape));
+  Tensor t(shardmap::DType::kFloat32, std::move(shape));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-2, 2);
   for (int64_t i = 0; i < t.num_elements(); ++i) t.data_as<float>()[i] = u(rng);
@@ -80,7 +80,7 @@ void BM_Chain10Program(benchmark::State& state) {
 void BM_Chain10Native(benchmark::State& state) {
   const Tensor x = Random({kChainSize}, 1);
   for (auto _ : state) {
-    Tensor y(DType::kFloat32, {kChainSize});
+    Tensor y(shardmap::DType::kFloat32, {kChainSize});
     const float* xd = x.data_as<float>();
     float* yd = y.data_as<float>();
     for (int64_t i = 0; i < kChainSize; ++i) {
@@ -100,7 +100,7 @@ void BM_Chain10Eigen(benchmark::State& state) {
   const Tensor xt = Random({kChainSize}, 1);
   Eigen::Map<const A> x(xt.data_as<float>(), kChainSize);
   for (auto _ : state) {
-    Tensor yt(DType::kFloat32, {kChainSize});
+    Tensor yt(shardmap::DType::kFloat32, {kChainSize});
     Eigen::Map<A> y(yt.data_as<float>(), kChainSize);
     y = (x * 0.5f + 0.25f).tanh() * x.logistic() -
         (-x * x).exp() / (1.0f + x.abs());

@@ -12,14 +12,12 @@
 
 #include "absl/status/statusor.h"
 #include "core/tensor.h"
+#include "program/dtypes.h"
 #include "program/ir.h"
+#include "program/types.h"
 
 namespace shardmap {
 namespace program {
-
-// The storage dtype of an elem: bool is one int32 0/1 per element
-// (program/types.h's ElemBytes gives its size).
-shardmap::DType StorageDType(ElemType elem);
 
 // Calls f(T{}) with T the C++ type an elem is stored as (int32_t for bool).
 template <typename F>
@@ -50,7 +48,7 @@ struct Value {
   bool counted = false;
 
   int64_t count() const { return NumElements(shape); }
-  size_t bytes() const { return count() * ItemSize(StorageDType(elem)); }
+  size_t bytes() const { return count() * ElemBytes(elem); }
   const uint8_t* data() const { return storage->data(); }
   uint8_t* mutable_data() { return storage->data(); }
   template <typename T>

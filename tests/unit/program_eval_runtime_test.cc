@@ -23,7 +23,7 @@ std::vector<Tensor> Args(std::vector<Shape> shapes) {
   std::mt19937 rng(7);
   std::vector<Tensor> args;
   for (Shape& s : shapes) {
-    args.push_back(RandomTensor(DType::kFloat32, std::move(s), rng));
+    args.push_back(RandomTensor(shardmap::DType::kFloat32, std::move(s), rng));
   }
   return args;
 }
@@ -113,7 +113,7 @@ TEST(ProgramEvalRuntime, ArgumentsMustMatchTheParameters) {
                        absl::StatusCode::kInvalidArgument,
                        {"argument 1 is float32[3]", "checked for int32[3]"}));
   std::vector<Tensor> args = Args({{3, 2}});
-  args.emplace_back(DType::kInt32, Shape{3});
+  args.emplace_back(shardmap::DType::kInt32, Shape{3});
   EXPECT_TRUE(StatusIs(Evaluate(p, std::move(args), nullptr).status(),
                        absl::StatusCode::kInvalidArgument,
                        {"argument 0 is float32[3,2]"}));
@@ -166,7 +166,7 @@ TEST(ProgramEvalRuntime, MalformedProgramsAreRefusedBeforeRunning) {
     const int x = b.Param(ElemType::kInt32, {3});
     b.Emit(OpCode::kExp, {x}, {ElemType::kInt32, {3}, {}});
     std::vector<Tensor> args;
-    args.emplace_back(DType::kInt32, Shape{3});
+    args.emplace_back(shardmap::DType::kInt32, Shape{3});
     EXPECT_TRUE(
         StatusIs(Evaluate(b.Build(1), std::move(args), nullptr).status(),
                  absl::StatusCode::kInvalidArgument,
@@ -278,9 +278,10 @@ TEST(ProgramEvalRuntime, DamagedProgramsNeverCrash) {
     }
     std::vector<Tensor> args;
     for (const ValueType& t : p.params) {
-      absl::StatusOr<Tensor> a = Tensor::Create(
-          t.elem == ElemType::kFloat64 ? DType::kFloat64 : DType::kFloat32,
-          t.shape, 1 << 20);
+      absl::StatusOr<Tensor> a = Tensor::Create(t.elem == ElemType::kFloat64
+                                                    ? shardmap::DType::kFloat64
+                                                    : shardmap::DType::kFloat32,
+                                                t.shape, 1 << 20);
       if (!a.ok()) break;
       std::memset(a->data(), 0, a->num_bytes());
       args.push_back(*std::move(a));

@@ -17,7 +17,7 @@ namespace shardmap {
 namespace program {
 namespace {
 
-DType D(ElemType e) { return StorageDType(e); }
+shardmap::DType D(ElemType e) { return StorageOf(e); }
 
 std::string PyTuple(const std::vector<int64_t>& v) {
   return absl::StrCat("(", absl::StrJoin(v, ", "), v.size() == 1 ? ",)" : ")");

@@ -87,7 +87,7 @@ TEST(ProgramPipeline, CheckedProgramsEqualNumpy) {
     std::vector<Tensor> args;
     for (const auto& [elem, shape] : s.args) {
       types.push_back({elem, shape, {}});
-      args.push_back(RandomTensor(StorageDType(elem), shape, rng, -3, 3));
+      args.push_back(RandomTensor(StorageOf(elem), shape, rng, -3, 3));
     }
     CheckOptions options;
     options.check_vma = false;
