@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "core/status_util.h"
@@ -139,15 +140,17 @@ absl::StatusOr<Value> RunGroup(const Program& program,
 
   // Scratch: one tile of 8-byte elements per slot, counted while it lives.
   const size_t slots = members.size() + tiled.size();
-  const uint64_t scratch_bytes = slots * kTileElements * sizeof(uint64_t);
+  // Small groups take tiles of their own size.
+  const int64_t tile_len = std::max<int64_t>(1, std::min(kTileElements, total));
+  const uint64_t scratch_bytes = slots * tile_len * sizeof(uint64_t);
   SHARD_RETURN_IF_ERROR(budget.Reserve(scratch_bytes));
-  std::vector<uint64_t> scratch(slots * kTileElements);
+  std::unique_ptr<uint64_t[]> scratch(new uint64_t[slots * tile_len]);
   auto tile = [&](int slot) {
-    return reinterpret_cast<uint8_t*>(scratch.data() + slot * kTileElements);
+    return reinterpret_cast<uint8_t*>(scratch.get() + slot * tile_len);
   };
   for (const TiledInput& t : tiled) {
     if (t.scalar) {
-      for (int64_t j = 0; j < kTileElements; ++j) {
+      for (int64_t j = 0; j < tile_len; ++j) {
         std::memcpy(tile(t.slot) + j * t.view.elem_bytes, t.view.src,
                     t.view.elem_bytes);
       }
@@ -156,8 +159,8 @@ absl::StatusOr<Value> RunGroup(const Program& program,
 
   const size_t out_bytes = ElemBytes(root_instr.type.elem);
   std::vector<const void*> ins;
-  for (int64_t start = 0; start < total; start += kTileElements) {
-    const int64_t n = std::min(kTileElements, total - start);
+  for (int64_t start = 0; start < total; start += tile_len) {
+    const int64_t n = std::min(tile_len, total - start);
     for (const TiledInput& t : tiled) {
       if (!t.scalar) Gather(t.view, start, n, tile(t.slot));
     }
