@@ -44,6 +44,7 @@ FusionPlan PlanFusion(const Program& program, bool fuse) {
   FusionPlan plan;
   plan.runs_at.resize(n);
   plan.members.resize(n);
+  plan.folded_transpose.assign(n, false);
   std::vector<std::vector<int>> users(n);
   for (int i = 0; i < n; ++i) {
     for (int o : program.instrs[i].operands) users[o].push_back(i);
@@ -53,9 +54,17 @@ FusionPlan PlanFusion(const Program& program, bool fuse) {
   for (int i = n - 1; i >= 0; --i) {
     const Instr& in = program.instrs[i];
     plan.runs_at[i] = i;
-    if (!fuse || !IsElementwise(in.op) || is_output[i] || users[i].empty()) {
+    if (!fuse || is_output[i] || users[i].empty()) continue;
+    const bool one_user = std::all_of(users[i].begin(), users[i].end(),
+                                      [&](int u) { return u == users[i][0]; });
+    if (in.op == OpCode::kTranspose &&
+        in.attrs.perm == std::vector<int64_t>{1, 0} && one_user &&
+        program.instrs[users[i][0]].op == OpCode::kMatMul) {
+      plan.runs_at[i] = users[i][0];
+      plan.folded_transpose[i] = true;
       continue;
     }
+    if (!IsElementwise(in.op)) continue;
     const int root = plan.runs_at[users[i][0]];
     const bool fusable =
         std::all_of(users[i].begin(), users[i].end(), [&](int u) {

@@ -194,8 +194,7 @@ absl::StatusOr<Tensor> ToTensor(Value v) {
   if (v.storage.use_count() == 1 && v.storage->shape() == v.shape) {
     return std::move(*v.storage);
   }
-  SHARD_ASSIGN_OR_RETURN(Tensor t,
-                         Tensor::Create(StorageOf(v.elem), v.shape));
+  SHARD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(StorageOf(v.elem), v.shape));
   std::memcpy(t.data(), v.data(), t.num_bytes());
   return t;
 }

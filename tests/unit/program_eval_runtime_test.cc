@@ -58,6 +58,23 @@ TEST(ProgramEvalRuntime, AFusedChainHoldsNoWholeArrayTemporaries) {
                {"instruction", "over the program's limit of 1048576"}));
 }
 
+TEST(ProgramEvalRuntime, AFoldedTransposeIsNeverMaterialized) {
+  // x.T @ r, the data-parallel gradient's shape: x is 2 MB.
+  ProgramBuilder b;
+  const int x = b.Param(kF32, {1000, 500});
+  const int r = b.Param(kF32, {1000});
+  const Program p = b.Build(b.MatMul(b.Transpose(x, {1, 0}), r));
+  EvalOptions fused;
+  fused.max_bytes = 1 << 20;
+  auto out = Evaluate(p, Args({{1000, 500}, {1000}}), nullptr, fused);
+  EXPECT_TRUE(out.ok()) << out.status();
+  EvalOptions plain = fused;
+  plain.fuse = false;
+  EXPECT_TRUE(StatusIs(
+      Evaluate(p, Args({{1000, 500}, {1000}}), nullptr, plain).status(),
+      absl::StatusCode::kResourceExhausted, {"(transpose"}));
+}
+
 TEST(ProgramEvalRuntime, ValuesAreFreedAfterTheirLastUse) {
   // x + 1, five times, unfused, then a matmul-free reduction: at most two
   // 1.6 MB values are ever alive.
