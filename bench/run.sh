@@ -40,7 +40,7 @@ while (($#)); do
     --out) OUT=$2; shift ;;
     --no-install) INSTALL=0 ;;
     --threads) MODE=threads ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 64 ;;
   esac
   shift
