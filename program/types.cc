@@ -37,6 +37,15 @@ bool IsInteger(ElemType t) {
 
 DType Promote(DType a, DType b) {
   DType r = Rank(a) >= Rank(b) ? a : b;
+  // A weak float meeting an int64 array gives float64: JAX's lattice join
+  // is the weak float, made concrete as the default float of the JAX that
+  // has int64 (x64), as the built-ins `scale` and `pmean` do. With every
+  // other type the default float is float32 (JAX without x64).
+  const DType& other = Rank(a) >= Rank(b) ? b : a;
+  if (r.weak && r.elem == ElemType::kFloat32 && !other.weak &&
+      other.elem == ElemType::kInt64) {
+    return {ElemType::kFloat64, false};
+  }
   if (r.elem == ElemType::kBool || r.elem == ElemType::kInt64 ||
       r.elem == ElemType::kFloat64) {
     r.weak = false;
