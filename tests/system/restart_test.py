@@ -286,12 +286,8 @@ class CoordinatorRestartTest(unittest.TestCase):
         c.add_worker("--state-dir", state_dir)
         c.wait_for_workers(4, timeout=REPORT_TIMEOUT)
         c.wait_listed(["p", "q"])
-        code, got, err = c.get("p")
-        self.assertEqual(code, 0, err)
-        np.testing.assert_array_equal(got, new)
-        code, got, err = c.get("q")
-        self.assertEqual(code, 0, err)
-        np.testing.assert_array_equal(got, old)
+        self.assertReads("p", new)
+        self.assertReads("q", old)
         kept = os.path.join(state_dir, "arrays")
         end = time.monotonic() + REPORT_TIMEOUT
         while "p" in os.listdir(kept) and time.monotonic() < end:
@@ -340,12 +336,14 @@ class CoordinatorRestartTest(unittest.TestCase):
             self.assertNotEqual(code, 0, f"stale: {got}")
         c.wait_for_workers(4, timeout=REPORT_TIMEOUT)
         c.wait_listed(["s", "marker"])
-        code, got, err = c.get("s")
+        self.assertReads("s", step)
+        self.assertReads("marker", marker)
+
+    def assertReads(self, name, value):
+        """`get name` succeeds and gives `value`."""
+        code, got, err = self.c.get(name)
         self.assertEqual(code, 0, err)
-        np.testing.assert_array_equal(got, step)
-        code, got, err = c.get("marker")
-        self.assertEqual(code, 0, err)
-        np.testing.assert_array_equal(got, marker)
+        np.testing.assert_array_equal(got, value)
 
 
 class UncommittedWriteTest(unittest.TestCase):

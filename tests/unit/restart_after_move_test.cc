@@ -79,6 +79,24 @@ class RestartAfterMoveTest : public JobRunnerFixture {
     return version;
   }
 
+  // The coordinator restarts: workers `first` register, then `last`.
+  // Until `last` have, "A" is not served (its version before `written`
+  // would be stale); then it is, at `written`. Returns it.
+  ResidentArray Restart(const std::vector<int>& first,
+                        const std::vector<int>& last, uint64_t written) {
+    for (int w : first) Register(restarted_, w);
+    auto early = restarted_.Find("A");
+    EXPECT_FALSE(early.ok())
+        << "stale: version " << early->version << " served after version "
+        << written << " was committed";
+    for (int w : last) Register(restarted_, w);
+    auto a = restarted_.Find("A");
+    EXPECT_TRUE(a.ok()) << a.status();
+    if (!a.ok()) return ResidentArray();
+    EXPECT_EQ(a->version, written);
+    return *a;
+  }
+
   const std::vector<WorkerPool::Worker> all_ = TestWorkers(4);
   std::map<std::string, ResidentStore> stores_;
   ResidentIndex restarted_{[](const std::string&) { return true; }};
@@ -96,17 +114,7 @@ TEST_F(RestartAfterMoveTest, FormerHoldersRegisteringFirstBringNothingBack) {
   ApplyDrops();
 
   // The coordinator restarts; workers 0 and 1 register first.
-  Register(restarted_, 0);
-  Register(restarted_, 1);
-  auto early = restarted_.Find("A");
-  EXPECT_FALSE(early.ok()) << "stale: version " << early->version
-                           << " served after version " << written
-                           << " was committed";
-  Register(restarted_, 2);
-  Register(restarted_, 3);
-  auto a = restarted_.Find("A");
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->version, written);
+  Restart({0, 1}, {2, 3}, written);
 }
 
 TEST_F(RestartAfterMoveTest, AHolderShiftedToAnotherDeviceKeepsOnlyTheNew) {
@@ -118,17 +126,7 @@ TEST_F(RestartAfterMoveTest, AHolderShiftedToAnotherDeviceKeepsOnlyTheNew) {
   const uint64_t written = WriteOn(1);
   ApplyDrops();
 
-  Register(restarted_, 0);
-  Register(restarted_, 1);
-  auto early = restarted_.Find("A");
-  EXPECT_FALSE(early.ok()) << "stale: version " << early->version
-                           << " served after version " << written
-                           << " was committed";
-  Register(restarted_, 2);
-  auto a = restarted_.Find("A");
-  ASSERT_TRUE(a.ok()) << a.status();
-  EXPECT_EQ(a->version, written);
-  EXPECT_EQ(a->addresses,
+  EXPECT_EQ(Restart({0, 1}, {2}, written).addresses,
             (std::vector<std::string>{all_[1].address, all_[2].address}));
 }
 
