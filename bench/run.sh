@@ -54,6 +54,7 @@ if ((QUICK)); then
   GATHER_SIZES="$((4 * MiB)),$((64 * MiB))"
   GRPC_ARGS=(--push-iters 3 --duplex-iters 2 --rtt-iters 1000 --seconds 1.5)
   JOB_ARGS=(--tiny-iters 200 --seconds 2 --big-iters 1)
+  PROGRAM_ARGS=(--benchmark_repetitions=3 --benchmark_min_time=0.05)
 else
   REPEATS=${REPEATS:-5}
   SCALE=1
@@ -62,6 +63,7 @@ else
   GATHER_SIZES="$((4 * MiB)),$((64 * MiB))"
   GRPC_ARGS=(--push-iters 5 --duplex-iters 3 --rtt-iters 5000 --seconds 3)
   JOB_ARGS=(--tiny-iters 500 --seconds 3 --big-iters 2)
+  PROGRAM_ARGS=(--benchmark_repetitions=5 --benchmark_min_time=0.5)
 fi
 WORKER_COUNTS=(2 4 8)
 # shardmap's collectives over both of its transports between co-located
@@ -127,7 +129,7 @@ say "building (log: $OUT/logs/build.log)"
     timeout 600 cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   fi
   timeout 3600 cmake --build "$BUILD" -j"$(nproc)" --target \
-    collective_bench job_bench grpc_stream_bench psum_bench \
+    collective_bench job_bench grpc_stream_bench psum_bench program_bench \
     shardmap-coordinator shardmap-worker
 } >"$OUT/logs/build.log" 2>&1 || {
   tail -30 "$OUT/logs/build.log" >&2
@@ -263,6 +265,8 @@ for ((rep = 1; rep <= REPEATS; rep++)); do
   say "rep $rep/$REPEATS: end-to-end jobs"
   step "$rep" "jobs" "$STEP_TIMEOUT" "$BIN/job_bench" --workers 4 --clients 8 \
     "${JOB_ARGS[@]}" --timeout $((STEP_TIMEOUT - 10))
+  say "rep $rep/$REPEATS: expression programs vs native code"
+  step "$rep" "programs" "$STEP_TIMEOUT" "$BIN/program_bench" "${PROGRAM_ARGS[@]}"
 done
 
 say "done; report: $OUT/report.md"

@@ -2,6 +2,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/commands.h"
 #include "client/exit_codes.h"
@@ -117,12 +118,24 @@ int FunctionsCommand(const QueryFlags& f) {
                       {"outputs", fn.num_outputs()},
                       {"kwargs", kwargs},
                       {"doc", fn.doc()}});
+      if (!fn.program().empty()) list.back()["program"] = fn.program();
     }
     std::cout << nlohmann::json{{"functions", list}}.dump() << std::endl;
     return kExitOk;
   }
   for (const auto& fn : *functions) {
-    std::cout << absl::StrFormat("%-36s %s\n", SignatureText(fn), fn.doc());
+    if (fn.program().empty()) {
+      std::cout << absl::StrFormat("%-36s %s\n", SignatureText(fn), fn.doc());
+      continue;
+    }
+    // A registered program: its parameters and its source's first line.
+    std::string first = fn.program().substr(0, fn.program().find('\n'));
+    if (first.size() > 60) first = first.substr(0, 57) + "...";
+    const size_t open = fn.doc().find('(');
+    const std::string params =
+        open == std::string::npos ? "" : fn.doc().substr(open);
+    std::cout << absl::StrFormat("%-36s program: %s\n",
+                                 absl::StrCat(fn.name(), params), first);
   }
   return kExitOk;
 }

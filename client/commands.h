@@ -17,7 +17,8 @@ struct RunFlags {
   int local = 0;
   std::string mesh;
   std::string fn;
-  std::string expr;
+  std::string expr;       // an expression program's source
+  std::string expr_file;  // or the file that holds it
   // A .npy file, or "@NAME" for a resident array.
   std::vector<std::string> args;
   std::vector<std::string> in_specs;
@@ -37,6 +38,20 @@ struct RunFlags {
   int retries = 0;          // resend after UNAVAILABLE when that is safe
 };
 int RunCommand(const RunFlags& flags);
+// shardctl plan: the same flags; prints the plan (program_commands.cc).
+int PlanCommand(const RunFlags& flags);
+
+// shardctl register / unregister (program_commands.cc).
+struct ProgramFlags {
+  std::string coordinator = "127.0.0.1:7070";
+  std::string name;
+  std::string expr;
+  std::string expr_file;
+  bool replace = false;
+  bool json = false;
+};
+int RegisterCommand(const ProgramFlags& flags);
+int UnregisterCommand(const ProgramFlags& flags);
 
 struct UpFlags {
   int workers = 1;

@@ -17,6 +17,7 @@
 #include "client/exit_codes.h"
 #include "client/local_cluster.h"
 #include "client/output_file.h"
+#include "client/run_request.h"
 #include "client/shard_client.h"
 #include "core/npy.h"
 #include "core/status_util.h"
@@ -24,11 +25,6 @@
 
 namespace shardmap {
 namespace {
-
-struct ParsedRun {
-  JobRequest job;
-  std::vector<Tensor> inputs;
-};
 
 bool IsResident(size_t i, const std::vector<std::string>& names) {
   return i < names.size() && !names[i].empty();
@@ -109,17 +105,17 @@ absl::Status ParseStates(const RunFlags& f, JobRequest* job) {
   return absl::OkStatus();
 }
 
-// Everything shardctl can check before it talks to anyone. Returns the
-// exit code on failure through *exit_code.
+}  // namespace
+
 absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
   *exit_code = kExitUsage;
-  if (!f.expr.empty()) {
-    *exit_code = kExitUsage;
-    return absl::UnimplementedError(
-        "--expr programs are not available yet; use --fn with a built-in "
-        "function (see `shardctl functions`)");
+  ParsedRun run;
+  SHARD_ASSIGN_OR_RETURN(run.job.program,
+                         ProgramSource(f.expr, f.expr_file, exit_code));
+  if (f.fn.empty() == run.job.program.empty()) {
+    return absl::InvalidArgumentError(
+        "give exactly one of --fn NAME, --expr SOURCE or --expr-file FILE");
   }
-  if (f.fn.empty()) return absl::InvalidArgumentError("--fn is required");
   if (f.coordinator.empty() == (f.local == 0)) {
     return absl::InvalidArgumentError(
         "give exactly one of --coordinator HOST:PORT or --local N");
@@ -128,7 +124,6 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
     return absl::InvalidArgumentError(
         absl::StrCat("--local must be at least 1, got ", f.local));
   }
-  ParsedRun run;
   run.job.function = f.fn;
   auto mesh = Mesh::Parse(f.mesh);
   if (!mesh.ok()) {
@@ -208,6 +203,8 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
   }
   return run;
 }
+
+namespace {
 
 // Whether a FAILED_PRECONDITION of `job` was a stored output refused over
 // an array of another dtype or shape: a target exists (and is not lost),
@@ -293,6 +290,7 @@ int RunCommand(const RunFlags& f) {
   auto client = ShardClient::Create(client_options);
   if (!client.ok()) return ReportError(client.status(), kExitUsage, f.json);
   const absl::Time start = absl::Now();
+  const std::string what = f.fn.empty() ? "program" : f.fn;
   auto result = (*client)->Run(run.job);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!result.ok()) {
@@ -302,13 +300,13 @@ int RunCommand(const RunFlags& f) {
   const size_t total = result->outputs.size() + result->stored.size();
   if (!f.outs.empty() && f.outs.size() != total) {
     return ReportError(absl::InvalidArgumentError(absl::StrCat(
-                           f.fn, " returned ", total, " outputs but ",
+                           what, " returned ", total, " outputs but ",
                            f.outs.size(), " --out were given")),
                        kExitUsage, f.json);
   }
   nlohmann::json summary;
   summary["job_id"] = result->job_id;
-  summary["function"] = f.fn;
+  summary["function"] = what;
   summary["mesh"] = run.job.mesh.ToString();
   summary["devices"] = result->num_devices;
   summary["seconds"] = seconds;
@@ -361,7 +359,7 @@ int RunCommand(const RunFlags& f) {
     std::cout << summary.dump() << std::endl;
     return kExitOk;
   }
-  std::cerr << result->job_id << ": " << f.fn << " on mesh "
+  std::cerr << result->job_id << ": " << what << " on mesh "
             << run.job.mesh.ToString() << " (" << result->num_devices
             << " devices) in " << absl::StrFormat("%.1f", seconds * 1e3)
             << " ms" << std::endl;

@@ -126,29 +126,7 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
     const std::string& traceparent) const {
   v1::RunJobRequest request;
   v1::JobSpec* spec = request.mutable_spec();
-  spec->set_function(job.function);
-  *spec->mutable_mesh() = MeshToProto(job.mesh);
-  for (size_t i = 0; i < job.args.size(); ++i) {
-    const Tensor* t = job.args[i];
-    *spec->add_args() = t != nullptr ? HeaderToProto(t->dtype(), t->shape())
-                                     : v1::ArrayHeader();
-  }
-  for (const std::string& name : job.resident_args)
-    spec->add_resident_args(name);
-  for (const std::string& name : job.resident_outputs) {
-    spec->add_resident_outputs(name);
-  }
-  spec->set_overwrite(job.overwrite);
-  for (const JobRequest::State& st : job.states) {
-    v1::StateBinding* b = spec->add_states();
-    b->set_slot(st.slot);
-    b->set_name(st.name);
-    if (st.spec.has_value()) *b->mutable_spec() = SpecToProto(*st.spec);
-  }
-  for (const auto& s : job.in_specs) *spec->add_in_specs() = SpecToProto(s);
-  for (const auto& s : job.out_specs) *spec->add_out_specs() = SpecToProto(s);
-  spec->set_kwargs_json(job.kwargs_json);
-  spec->set_no_check_rep(!job.check_rep);
+  *spec = JobSpecOf(job);
   spec->set_call_id(job.call_id);
 
   grpc::ClientContext context;

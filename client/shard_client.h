@@ -34,6 +34,9 @@ namespace shardmap {
 
 struct JobRequest {
   std::string function;
+  // An expression program's source to run instead of `function` (leave
+  // that empty): `lambda x, w: psum(x @ w, 'i')` or a `def`.
+  std::string program;
   Mesh mesh = *Mesh::Create({{"x", 1}});
   // Not owned; must outlive Run. An entry may be null when the argument is
   // a resident array (resident_args).
@@ -74,6 +77,10 @@ struct JobRequest {
 // one that must not run twice.
 bool WritesState(const JobRequest& job);
 
+// The JobSpec a job is sent with (argument headers from job.args; no
+// data, no call_id).
+v1::JobSpec JobSpecOf(const JobRequest& job);
+
 struct JobResult {
   std::string job_id;
   // The outputs that were returned, in order (stored ones are skipped).
@@ -110,6 +117,19 @@ class ShardClient {
   absl::StatusOr<JobResult> Run(const JobRequest& job) const;
   absl::StatusOr<std::vector<v1::FunctionSignature>> ListFunctions() const;
   absl::StatusOr<v1::ClusterStatusResponse> Status() const;
+
+  // Expression programs by name (client/program_calls.cc). Register's
+  // errors: INVALID_ARGUMENT (bad name, or a source that does not parse:
+  // line, column and caret), ALREADY_EXISTS (a built-in's name, or
+  // registered and not `replace`). Unregister's: NOT_FOUND.
+  absl::StatusOr<v1::RegisterProgramResponse> RegisterProgram(
+      const std::string& name, const std::string& source,
+      bool replace = false) const;
+  absl::Status UnregisterProgram(const std::string& name) const;
+  // Plans `job` as Run would, without running it or moving data (only the
+  // argument headers are sent): shapes, costs and pictures. Errors are
+  // Run's planning errors.
+  absl::StatusOr<v1::PlanResponse> Plan(const JobRequest& job) const;
 
   // Resident arrays. Put shards `array` by `spec` over `mesh` onto the
   // workers (FAILED_PRECONDITION over an existing name of another shape or

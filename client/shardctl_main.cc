@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "client/commands.h"
 #include "client/exit_codes.h"
+#include "client/job_flags.h"
 #include "ops/process_tuning.h"
 #include "rpc/credentials.h"
 
@@ -28,6 +29,20 @@ Examples:
   shardctl run --coordinator 127.0.0.1:7070 --mesh data=4 --fn scale \
       --arg x.npy --in-spec "P('data')" --out-spec "P('data')" \
       --kwargs '{"alpha": 2.0}' --json
+
+  # Your own function as an expression program (a lambda or a def in a
+  # small array language), checked like a JAX trace before anything runs:
+  shardctl run --local 4 --mesh data=2,model=2 \
+      --expr 'lambda x, w1, w2: psum(relu(x @ w1) @ w2, "model")' \
+      --arg x.npy --arg w1.npy --arg w2.npy --in-spec "P('data', None)" \
+      --in-spec "P(None, 'model')" --in-spec "P('model', None)" \
+      --out-spec "P('data', None)"
+  # The same flags with plan: shapes, costs and block layout, nothing run.
+  shardctl plan --coordinator 127.0.0.1:7070 --mesh data=2,model=2 ...
+  # Programs by name, kept under the coordinator's --data-dir:
+  shardctl register mlp --expr-file mlp.py
+  shardctl run --coordinator 127.0.0.1:7070 --fn mlp ...
+  shardctl unregister mlp
 
   # Resident arrays: named arrays that stay on the workers, each sharded by
   # its own spec (--coordinator defaults to 127.0.0.1:7070).
@@ -69,25 +84,6 @@ connection TLS; the bearer token comes from --token-file or SHARDMAP_TOKEN,
 else from the file `shardctl up` keeps for the address dialled.
 )EX";
 
-// A number of seconds for --timeout: finite, positive and at most a year
-// (CLI::Range lets NaN through, and 0, -1, inf or NaN would mean "no
-// deadline" or "already expired" further down).
-CLI::Validator TimeoutSeconds() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        constexpr double kMaxSeconds = 365.0 * 24 * 3600;
-        double v = 0;
-        if (!absl::SimpleAtod(text, &v) || !std::isfinite(v) || v <= 0 ||
-            v > kMaxSeconds) {
-          return "--timeout must be a number of seconds in (0, 31536000], "
-                 "got '" +
-                 text + "'";
-        }
-        return "";
-      },
-      "SECONDS>0");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -103,55 +99,6 @@ int main(int argc, char** argv) {
   SecurityOptions security_options;
   AddSecurityFlags(app, security_options, /*server=*/false);
 
-  RunFlags run;
-  CLI::App* run_cmd = app.add_subcommand("run", "run one job");
-  auto* coord = run_cmd->add_option("--coordinator", run.coordinator,
-                                    "coordinator HOST:PORT");
-  run_cmd
-      ->add_option("--local", run.local,
-                   "start a coordinator and N workers on 127.0.0.1 for "
-                   "this command")
-      ->excludes(coord);
-  run_cmd
-      ->add_option("--mesh", run.mesh,
-                   "AXIS=SIZE[,AXIS=SIZE...], e.g. data=2,model=4")
-      ->required();
-  run_cmd->add_option("--fn", run.fn, "name of a registered function");
-  run_cmd->add_option("--expr", run.expr,
-                      "an expression program (not yet available)");
-  run_cmd->add_option("--arg", run.args,
-                      "positional argument, a .npy file or @NAME of a "
-                      "resident array (repeat, in order)");
-  run_cmd->add_option("--in-spec", run.in_specs,
-                      "PartitionSpec per --arg, or one for all: P('x', None), "
-                      "P(('x','y')), P(), None");
-  run_cmd->add_option("--out", run.outs,
-                      ".npy file, or @NAME to store it as a resident array, "
-                      "per output (repeat, in order)");
-  run_cmd->add_option("--out-spec", run.out_specs, "PartitionSpec per output");
-  run_cmd->add_flag("--overwrite", run.overwrite,
-                    "an --out @NAME may replace an array of another shape, "
-                    "dtype or sharding");
-  run_cmd->add_option("--state", run.states,
-                      "SLOT=NAME: bind the function's state slot to a "
-                      "resident array (repeat)");
-  run_cmd->add_option("--state-spec", run.state_specs,
-                      "SLOT=SPEC: the state's sharding for this job "
-                      "(default P(), replicated)");
-  run_cmd->add_option("--kwargs", run.kwargs,
-                      "static keyword arguments, a JSON object");
-  run_cmd->add_flag("--no-check-rep", run.no_check_rep,
-                    "do not verify that outputs are replicated along the axes "
-                    "their out-spec leaves out");
-  run_cmd->add_flag("--json", run.json, "print a machine-readable summary");
-  run_cmd
-      ->add_option("--timeout", run.timeout_seconds, "job deadline in seconds")
-      ->capture_default_str()
-      ->check(TimeoutSeconds());
-  run_cmd->add_option("--traceparent", run.traceparent,
-                      "W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>) to send "
-                      "with the job; the servers log its trace id (default: "
-                      "a new trace)");
   const auto add_retry_flags = [](CLI::App* cmd, std::string& call_id,
                                   int& retries) {
     cmd->add_option("--call-id", call_id,
@@ -166,7 +113,45 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::Range(0, 20));
   };
+  auto coordinator_option = [](CLI::App* cmd, std::string& value) {
+    cmd->add_option("--coordinator", value, "coordinator HOST:PORT")
+        ->capture_default_str();
+  };
+  RunFlags run;
+  CLI::App* run_cmd = app.add_subcommand("run", "run one job");
+  AddJobOptions(run_cmd, run);
   add_retry_flags(run_cmd, run.call_id, run.retries);
+
+  RunFlags plan;
+  CLI::App* plan_cmd = app.add_subcommand(
+      "plan",
+      "check a job as run would and print its shapes, costs per device and "
+      "which device holds which block, without running it (run's flags)");
+  AddJobOptions(plan_cmd, plan);
+
+  ProgramFlags reg;
+  CLI::App* reg_cmd = app.add_subcommand(
+      "register",
+      "store an expression program on the coordinator under NAME; jobs then "
+      "name it with --fn NAME");
+  reg_cmd->add_option("NAME", reg.name, "the program's name")->required();
+  auto* reg_expr =
+      reg_cmd->add_option("--expr", reg.expr, "the program's source");
+  reg_cmd
+      ->add_option("--expr-file", reg.expr_file,
+                   "a file holding the program's source")
+      ->excludes(reg_expr);
+  reg_cmd->add_flag("--replace", reg.replace,
+                    "replace a program registered under NAME");
+  coordinator_option(reg_cmd, reg.coordinator);
+  reg_cmd->add_flag("--json", reg.json, "machine-readable output");
+
+  ProgramFlags unreg;
+  CLI::App* unreg_cmd = app.add_subcommand(
+      "unregister", "remove an expression program registered under NAME");
+  unreg_cmd->add_option("NAME", unreg.name, "the program's name")->required();
+  coordinator_option(unreg_cmd, unreg.coordinator);
+  unreg_cmd->add_flag("--json", unreg.json, "machine-readable output");
 
   UpFlags up;
   CLI::App* up_cmd = app.add_subcommand(
@@ -219,10 +204,6 @@ int main(int argc, char** argv) {
   functions_cmd->add_flag("--json", functions.json, "machine-readable output");
 
   // Resident arrays and checkpoints.
-  auto coordinator_option = [](CLI::App* cmd, std::string& value) {
-    cmd->add_option("--coordinator", value, "coordinator HOST:PORT")
-        ->capture_default_str();
-  };
   PutFlags put;
   CLI::App* put_cmd = app.add_subcommand(
       "put", "store a .npy file as a resident array, sharded over a mesh");
@@ -336,7 +317,11 @@ int main(int argc, char** argv) {
   SetDefaultChannelSecurity(channels);
   run.security = *security;
   up.security = *security;
+  plan.security = *security;
   if (run_cmd->parsed()) return RunCommand(run);
+  if (plan_cmd->parsed()) return PlanCommand(plan);
+  if (reg_cmd->parsed()) return RegisterCommand(reg);
+  if (unreg_cmd->parsed()) return UnregisterCommand(unreg);
   if (up_cmd->parsed()) return UpCommand(up);
   if (status_cmd->parsed()) return StatusCommand(status);
   if (functions_cmd->parsed()) return FunctionsCommand(functions);

@@ -27,10 +27,18 @@ struct EvalOptions {
   // Bytes the run may hold at once beyond its arguments
   // (RESOURCE_EXHAUSTED naming the instruction when exceeded).
   uint64_t max_bytes = UINT64_MAX;
+  // Fuse chains of elementwise instructions (the default); false runs each
+  // one on its own (tests compare the two).
+  bool fuse = true;
 };
 
 // `args` match program.params in count, dtype and shape (INVALID_ARGUMENT
-// naming the argument otherwise); they may be consumed. `collectives` may
+// naming the argument otherwise); they may be consumed. A malformed program
+// (one the checker would not produce) is INVALID_ARGUMENT "malformed
+// program: ..." before anything runs. Element semantics where numpy warns
+// or leaves a result undefined (integer division by zero, NaN to integer,
+// negative integer powers...) are listed in program/eval_scalar.h. A bool
+// output is returned as int32 0/1. `collectives` may
 // be null for a program without collectives (FAILED_PRECONDITION
 // otherwise). Outputs are float32, float64, int32 or int64 tensors.
 absl::StatusOr<std::vector<Tensor>> Evaluate(const Program& program,

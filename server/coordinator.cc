@@ -6,6 +6,7 @@
 
 #include "ops/server_ops.h"
 #include "ops/serving.h"
+#include "program/program_cache.h"
 #include "rpc/channel_cache.h"
 #include "rpc/drain_gate.h"
 #include "server/array_service.h"
@@ -14,10 +15,13 @@
 #include "server/coordinator_metrics.h"
 #include "server/coordinator_service.h"
 #include "server/deadline_watchdog.h"
+#include "server/function_catalog.h"
 #include "server/grpc_worker_connector.h"
 #include "server/job_runner.h"
 #include "server/job_service.h"
 #include "server/name_locks.h"
+#include "server/plan_service.h"
+#include "server/program_store.h"
 #include "server/resident_index.h"
 #include "server/worker_calls.h"
 #include "server/worker_pool.h"
@@ -88,6 +92,9 @@ struct Coordinator::Jobs {
   }
 
   DrainGate gate{"the coordinator"};
+  std::unique_ptr<ProgramStore> programs;  // set by Create
+  std::unique_ptr<FunctionCatalog> catalog;
+  program::ProgramCache program_cache;
   ResidentIndex index;
   NameLocks locks;
   DeadlineWatchdog watchdog;
@@ -120,18 +127,21 @@ struct Coordinator::Observability {
 struct Coordinator::Services {
   Services(const Options& options, Workers* workers, Jobs* jobs,
            Observability* observability)
-      : job_service(JobOptions(options, observability), &workers->pool,
+      : job_service(JobOptions(options, jobs, observability), &workers->pool,
                     &jobs->runner, &jobs->index, &jobs->locks,
                     &jobs->call_registry),
         arrays(&jobs->index, &jobs->locks, &workers->pool, &workers->calls,
                &jobs->call_registry),
-        coordinator(ServiceOptions(options, jobs), &job_service, &arrays,
-                    &workers->pool, &jobs->watchdog),
+        planner(jobs->catalog.get(), &jobs->index, &jobs->program_cache),
+        coordinator(ServiceOptions(options, jobs, &planner), &job_service,
+                    &arrays, &workers->pool, &jobs->watchdog),
         registry(&workers->pool, &jobs->index) {}
 
-  static JobService::Options JobOptions(const Options& options,
+  static JobService::Options JobOptions(const Options& options, Jobs* state,
                                         Observability* observability) {
     JobService::Options jobs;
+    jobs.catalog = state->catalog.get();
+    jobs.programs = &state->program_cache;
     jobs.max_job_bytes = options.max_job_bytes;
     jobs.max_concurrent_jobs = options.max_concurrent_jobs;
     if (observability->metrics_endpoint) {
@@ -150,8 +160,11 @@ struct Coordinator::Services {
   }
 
   static CoordinatorService::Options ServiceOptions(const Options& options,
-                                                    Jobs* jobs) {
+                                                    Jobs* jobs,
+                                                    PlanService* planner) {
     CoordinatorService::Options service;
+    service.catalog = jobs->catalog.get();
+    service.planner = planner;
     service.max_job_time = options.max_job_time;
     service.expected_workers = options.expect_workers;
     service.gate = &jobs->gate;
@@ -160,6 +173,7 @@ struct Coordinator::Services {
 
   JobService job_service;
   ArrayService arrays;
+  PlanService planner;
   CoordinatorService coordinator;
   RegistryService registry;
 };
@@ -171,6 +185,11 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(
   std::unique_ptr<Coordinator> c(new Coordinator(options));
   c->workers_ = std::make_unique<Workers>(options);
   c->jobs_ = std::make_unique<Jobs>(options, c->workers_.get());
+  auto programs = ProgramStore::Open(options.data_dir);
+  if (!programs.ok()) return WithExitCode(programs.status(), kExitDataErr);
+  c->jobs_->programs = *std::move(programs);
+  c->jobs_->catalog = std::make_unique<FunctionCatalog>(
+      &c->workers_->pool, c->jobs_->programs.get());
   c->observability_ =
       std::make_unique<Observability>(options, &c->workers_->pool);
   auto metrics_endpoint = StartMetricsIfAsked(

@@ -46,10 +46,13 @@ class Coordinator {
     absl::Duration call_memory = absl::Seconds(600);
     uint64_t call_memory_bytes = uint64_t{256} << 20;
     double grace_seconds = 30;  // --grace, for Drain
+    // --data-dir: where registered programs are kept; empty: in memory.
+    std::string data_dir;
   };
 
   // Builds every object and starts serving. Errors carry the exit code of
-  // the binary (ops/serving.h): the metrics endpoint's, UNAVAILABLE
+  // the binary (ops/serving.h): DATA_LOSS for a damaged
+  // <data-dir>/programs.json, the metrics endpoint's, UNAVAILABLE
   // "cannot listen on ..." or the health port's.
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
       const Options& options);
@@ -70,7 +73,7 @@ class Coordinator {
 
  private:
   struct Workers;        // pool, channels, calls (coordinator.cc)
-  struct Jobs;           // runner, resident arrays, locks, drain
+  struct Jobs;           // runner, resident arrays, locks, drain, programs
   struct Observability;  // metrics, health
   struct Services;       // the gRPC services
   explicit Coordinator(const Options& options);

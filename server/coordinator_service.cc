@@ -96,7 +96,49 @@ absl::Time CoordinatorService::Deadline(const grpc::ServerContext& context,
 grpc::Status CoordinatorService::ListFunctions(
     grpc::ServerContext* context, const v1::ListFunctionsRequest* request,
     v1::ListFunctionsResponse* response) {
-  for (const auto& f : pool_->Functions()) *response->add_functions() = f;
+  const std::vector<v1::FunctionSignature> all = options_.catalog != nullptr
+                                                     ? options_.catalog->List()
+                                                     : pool_->Functions();
+  for (const auto& f : all) *response->add_functions() = f;
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::RegisterProgram(
+    grpc::ServerContext* context, const v1::RegisterProgramRequest* request,
+    v1::RegisterProgramResponse* response) {
+  if (options_.catalog == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "this coordinator keeps no programs");
+  }
+  absl::StatusOr<v1::FunctionSignature> f = options_.catalog->Register(
+      request->name(), request->source(), request->replace());
+  if (!f.ok()) return ToGrpcStatus(f.status());
+  *response->mutable_function() = *std::move(f);
+  response->set_persisted(options_.catalog->persistent());
+  return grpc::Status::OK;
+}
+
+grpc::Status CoordinatorService::UnregisterProgram(
+    grpc::ServerContext* context, const v1::UnregisterProgramRequest* request,
+    v1::UnregisterProgramResponse* response) {
+  if (options_.catalog == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "this coordinator keeps no programs");
+  }
+  return ToGrpcStatus(options_.catalog->Unregister(request->name()));
+}
+
+grpc::Status CoordinatorService::Plan(grpc::ServerContext* context,
+                                      const v1::PlanRequest* request,
+                                      v1::PlanResponse* response) {
+  if (options_.planner == nullptr) {
+    return grpc::Status(grpc::StatusCode::UNIMPLEMENTED,
+                        "this coordinator does not plan jobs");
+  }
+  absl::StatusOr<v1::PlanResponse> plan =
+      options_.planner->Plan(request->spec());
+  if (!plan.ok()) return ToGrpcStatus(plan.status());
+  *response = *std::move(plan);
   return grpc::Status::OK;
 }
 

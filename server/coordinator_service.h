@@ -13,7 +13,9 @@
 #include "rpc/drain_gate.h"
 #include "server/array_service.h"
 #include "server/deadline_watchdog.h"
+#include "server/function_catalog.h"
 #include "server/job_service.h"
+#include "server/plan_service.h"
 #include "server/resident_index.h"
 #include "server/worker_pool.h"
 #include "shardmap/v1/coordinator.grpc.pb.h"
@@ -30,6 +32,11 @@ class CoordinatorService final : public v1::Coordinator::Service {
     int64_t expected_workers = 0;
     // The SIGTERM drain; may be null. Not owned.
     DrainGate* gate = nullptr;
+    // Functions and programs (null: the workers' functions only, and no
+    // programs can be registered), and Plan (null: UNIMPLEMENTED). Not
+    // owned.
+    FunctionCatalog* catalog = nullptr;
+    const PlanService* planner = nullptr;
   };
   // None is owned.
   CoordinatorService(const Options& options, JobService* jobs,
@@ -63,6 +70,15 @@ class CoordinatorService final : public v1::Coordinator::Service {
   grpc::Status RestoreCheckpoint(grpc::ServerContext* context,
                                  const v1::CheckpointRequest* request,
                                  v1::CheckpointResponse* response) override;
+  grpc::Status RegisterProgram(grpc::ServerContext* context,
+                               const v1::RegisterProgramRequest* request,
+                               v1::RegisterProgramResponse* response) override;
+  grpc::Status UnregisterProgram(
+      grpc::ServerContext* context, const v1::UnregisterProgramRequest* request,
+      v1::UnregisterProgramResponse* response) override;
+  grpc::Status Plan(grpc::ServerContext* context,
+                    const v1::PlanRequest* request,
+                    v1::PlanResponse* response) override;
 
  private:
   // A call's deadline: the client's, capped by max_job_time from `start`.

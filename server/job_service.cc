@@ -123,7 +123,9 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
         "a RunJob stream must start with a JobSpec");
   }
   const v1::JobSpec& spec = request.spec();
-  end->function = spec.function();
+  end->function = spec.function().empty() && !spec.program().empty()
+                      ? "program"
+                      : spec.function();
   spdlog::debug("{}: {} on mesh of {} axes", job_id, spec.function(),
                 spec.mesh().axes_size());
   if (options_.await_bring_up) {
@@ -149,7 +151,8 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
   // The plan uses the signature the locks were chosen by. An unknown
   // function takes no locks: planning reports it (after the mesh, as JAX).
   const absl::StatusOr<v1::FunctionSignature> function =
-      pool_->FindFunction(spec.function());
+      options_.catalog != nullptr ? options_.catalog->Resolve(spec)
+                                  : pool_->FindFunction(spec.function());
   std::unique_ptr<NameLocks::Held> held;
   if (function.ok()) {
     ResidentAccess access = AccessOf(spec, *function);
@@ -160,7 +163,8 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
   SHARD_ASSIGN_OR_RETURN(
       const JobPlan plan,
       PlanJob(
-          spec, [&function](const std::string&) { return function; }, index_));
+          spec, [&function](const std::string&) { return function; }, index_,
+          options_.programs));
   if (plan.input_bytes() > options_.max_job_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the job's arguments total ", plan.input_bytes(),

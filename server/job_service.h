@@ -17,7 +17,9 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "program/program_cache.h"
 #include "server/call_registry.h"
+#include "server/function_catalog.h"
 #include "server/job_runner.h"
 #include "server/job_stream.h"
 #include "server/name_locks.h"
@@ -56,6 +58,12 @@ class JobService {
     std::function<void(const std::string& function, absl::StatusCode code,
                        absl::Duration elapsed)>
         on_job_done;
+    // Resolves what a job calls (programs included); null: the workers'
+    // functions only. Not owned.
+    const FunctionCatalog* catalog = nullptr;
+    // Checked programs, shared with Plan; null: checked every time. Not
+    // owned.
+    program::ProgramCache* programs = nullptr;
   };
   // `calls` (idempotency keys) may be null: call_ids are then ignored.
   // None is owned.

@@ -70,6 +70,12 @@ int main(int argc, char** argv) {
                  "returned outputs kept for such retries, newest first; a "
                  "retry whose outputs were dropped gets ALREADY_EXISTS")
       ->capture_default_str();
+  std::string data_dir;
+  app.add_option("--data-dir", data_dir,
+                 "directory where registered expression programs are kept "
+                 "(programs.json), so they survive a restart; without it "
+                 "they live in memory only")
+      ->check(CLI::ExistingDirectory);
   SecurityOptions security_options;
   AddSecurityFlags(app, security_options, /*server=*/true);
   app.set_version_flag("--version", SHARDMAP_VERSION);
@@ -101,6 +107,7 @@ int main(int argc, char** argv) {
   options.call_memory = absl::Seconds(call_memory);
   options.call_memory_bytes = call_memory_bytes;
   options.grace_seconds = ops.grace_seconds;
+  options.data_dir = data_dir;
   auto coordinator = Coordinator::Create(options);
   if (!coordinator.ok()) return ReportStartupError(coordinator.status());
   PrintServingLines(std::cout, "shardmap-coordinator",

@@ -7,6 +7,8 @@
 #include "core/collective_rules.h"
 #include "core/replication.h"
 #include "core/status_util.h"
+#include "program/checker.h"
+#include "program/dtypes.h"
 #include "wire/signature.h"
 
 namespace shardmap {
@@ -75,6 +77,70 @@ absl::Status RefuseUncheckedCopies(const JobPlan& plan) {
   return absl::OkStatus();
 }
 
+// Checks an expression program for the job's arguments (planned into
+// `plan->args`), fixes its number of outputs, and applies out_specs to
+// them, with JAX's replication rule unless check_rep is off.
+absl::Status PlanProgram(const v1::JobSpec& spec,
+                         program::ProgramCache* programs, JobPlan* plan) {
+  const std::string& fn = plan->function.name();
+  if (!spec.kwargs_json().empty() && spec.kwargs_json() != "{}") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the program ", fn,
+        " takes no keyword arguments (--kwargs): write constants into the "
+        "program's source"));
+  }
+  if (spec.states_size() > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the program ", fn,
+                     " takes no state slots (--state): pass the array as an "
+                     "argument and store the result (--out @NAME)"));
+  }
+  std::vector<program::ArgType> args;
+  for (const ArgPlan& a : plan->args) {
+    program::ArgType t{
+        program::ElemOf(a.meta.dtype), a.layout.block_shape(), {}};
+    if (plan->check_rep && !a.spec.unsplit()) {
+      for (const std::string& axis : a.spec.MentionedAxes()) {
+        t.vma.insert(axis);
+      }
+    }
+    args.push_back(std::move(t));
+  }
+  program::CheckOptions options;
+  options.check_vma = plan->check_rep;
+  const std::string& source = plan->function.program();
+  if (programs != nullptr) {
+    SHARD_ASSIGN_OR_RETURN(plan->program,
+                           programs->Check(source, plan->mesh, args, options));
+  } else {
+    SHARD_ASSIGN_OR_RETURN(
+        program::Program checked,
+        program::CheckProgram(source, plan->mesh, args, options));
+    plan->program =
+        std::make_shared<const program::Program>(std::move(checked));
+  }
+  const int outputs = static_cast<int>(plan->program->outputs.size());
+  plan->function.set_num_outputs(outputs);
+  SHARD_ASSIGN_OR_RETURN(
+      plan->out_specs,
+      BroadcastSpecs(spec.out_specs(), outputs, "out_specs", "output"));
+  for (int o = 0; o < outputs; ++o) {
+    const program::ValueType& t =
+        plan->program->instrs[plan->program->outputs[o]].type;
+    SHARD_RETURN_IF_ERROR(plan->out_specs[o].Validate(
+        plan->mesh, static_cast<int>(t.shape.size()),
+        SpecName("out_specs", o, spec.out_specs_size()),
+        absl::StrCat(fn, " output ", o, " (", program::ElemTypeName(t.elem),
+                     "[", absl::StrJoin(t.shape, ","), "] per device)")));
+  }
+  if (plan->check_rep) {
+    SHARD_RETURN_IF_ERROR(program::CheckOutputReplication(
+        *plan->program, plan->mesh, plan->out_specs));
+  }
+  plan->kwargs_json = "{}";
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 uint64_t JobPlan::input_bytes() const {
@@ -135,14 +201,16 @@ bool JobPlan::IsOutputRepresentative(int o, int64_t device) const {
 
 absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
                                 const FunctionLookup& lookup,
-                                const ResidentIndex* index) {
+                                const ResidentIndex* index,
+                                program::ProgramCache* programs) {
   auto mesh = MeshFromProto(spec.mesh());
   if (!mesh.ok()) return Annotate(mesh.status(), "mesh");
   JobPlan plan;
   plan.mesh = *std::move(mesh);
   plan.check_rep = !spec.no_check_rep();
   SHARD_ASSIGN_OR_RETURN(plan.function, lookup(spec.function()));
-  const std::string& fn = spec.function();
+  const std::string fn = plan.function.name();
+  const bool is_program = !plan.function.program().empty();
 
   if (spec.args_size() != plan.function.arity()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -185,10 +253,12 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
   SHARD_ASSIGN_OR_RETURN(std::vector<PartitionSpec> in_specs,
                          BroadcastSpecs(spec.in_specs(), spec.args_size(),
                                         "in_specs", "argument"));
-  SHARD_ASSIGN_OR_RETURN(
-      plan.out_specs,
-      BroadcastSpecs(spec.out_specs(), plan.function.num_outputs(), "out_specs",
-                     "output"));
+  if (!is_program) {  // a program's outputs are known once it is checked
+    SHARD_ASSIGN_OR_RETURN(
+        plan.out_specs,
+        BroadcastSpecs(spec.out_specs(), plan.function.num_outputs(),
+                       "out_specs", "output"));
+  }
 
   std::vector<DType> dtypes;
   for (int i = 0; i < spec.args_size(); ++i) {
@@ -221,15 +291,21 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
         ArgPlan{meta, s, std::move(layout), std::move(resident)});
   }
 
-  SHARD_ASSIGN_OR_RETURN(nlohmann::json kwargs,
-                         ParseKwargs(spec.kwargs_json()));
-  SHARD_ASSIGN_OR_RETURN(nlohmann::json resolved,
-                         CheckCall(plan.function, dtypes, kwargs));
-  plan.kwargs_json = resolved.dump();
-  std::vector<Shape> blocks;
-  for (const ArgPlan& a : plan.args) blocks.push_back(a.layout.block_shape());
-  SHARD_RETURN_IF_ERROR(CheckCollectiveCall(fn, plan.function.collective(),
-                                            plan.mesh, blocks, resolved));
+  if (is_program) {
+    SHARD_RETURN_IF_ERROR(PlanProgram(spec, programs, &plan));
+  } else {
+    SHARD_ASSIGN_OR_RETURN(nlohmann::json kwargs,
+                           ParseKwargs(spec.kwargs_json()));
+    SHARD_ASSIGN_OR_RETURN(nlohmann::json resolved,
+                           CheckCall(plan.function, dtypes, kwargs));
+    plan.kwargs_json = resolved.dump();
+    std::vector<Shape> blocks;
+    for (const ArgPlan& a : plan.args) {
+      blocks.push_back(a.layout.block_shape());
+    }
+    SHARD_RETURN_IF_ERROR(CheckCollectiveCall(fn, plan.function.collective(),
+                                              plan.mesh, blocks, resolved));
+  }
 
   // Stored outputs and states.
   if (spec.resident_outputs_size() > 0 &&

@@ -8,6 +8,7 @@
 #define SHARDMAP_SERVER_PLANNER_H_
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -17,6 +18,8 @@
 #include "core/block_math.h"
 #include "core/mesh.h"
 #include "core/partition_spec.h"
+#include "program/ir.h"
+#include "program/program_cache.h"
 #include "server/resident_index.h"
 #include "shardmap/v1/coordinator.pb.h"
 #include "wire/proto_convert.h"
@@ -66,6 +69,9 @@ struct JobPlan {
   std::vector<StatePlan> states;
   // AccessOf(spec, function) of the spec this plan was made from.
   ResidentAccess access;
+  // For an expression program (function.program() set): the program as
+  // checked for this job's mesh, specs and argument types.
+  std::shared_ptr<const program::Program> program;
 
   // The resident array output `o` is stored as, or empty if returned.
   const std::string& StoredAs(size_t o) const;
@@ -96,10 +102,14 @@ ResidentAccess AccessOf(const v1::JobSpec& spec,
 // copies (a stored output or written state whose spec leaves an axis out);
 // NOT_FOUND for an unknown function (from `lookup`) or resident array;
 // FAILED_PRECONDITION for a lost resident array. `index` may be null when
-// the job names no resident arrays.
+// the job names no resident arrays. A program (the signature `lookup`
+// returns has its source) is checked as JAX checks a traced body
+// (program/checker.h: line, column and caret in its errors; RESOURCE_-
+// EXHAUSTED over its limits), through `programs` when given.
 absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
                                 const FunctionLookup& lookup,
-                                const ResidentIndex* index = nullptr);
+                                const ResidentIndex* index = nullptr,
+                                program::ProgramCache* programs = nullptr);
 
 }  // namespace shardmap
 

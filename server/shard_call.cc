@@ -49,6 +49,7 @@ v1::ShardRequest JobRequest(const std::string& job_id, const JobPlan& plan,
   // must not repeat across coordinator starts (job-0 comes again).
   job->set_job_id(absl::StrCat(job_id, "@", common.epoch));
   job->set_function(plan.function.name());
+  job->set_program(plan.function.program());
   *job->mutable_mesh() = MeshToProto(plan.mesh);
   job->set_device_id(d);
   job->set_kwargs_json(plan.kwargs_json);

@@ -63,6 +63,7 @@ absl::Status ReceiveCall(ShardStream& stream, uint64_t max_job_bytes,
   ShardCall& call = received->call;
   call.job_id = job.job_id();
   call.function = job.function();
+  call.program = job.program();
   SHARD_ASSIGN_OR_RETURN(call.mesh, MeshFromProto(job.mesh()));
   call.device_id = job.device_id();
   call.kwargs_json = job.kwargs_json();

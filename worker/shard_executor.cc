@@ -1,14 +1,26 @@
 #include "worker/shard_executor.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "core/status_util.h"
+#include "program/dtypes.h"
+#include "program/evaluator.h"
 #include "wire/signature.h"
+#include "worker/program_collectives.h"
 
 namespace shardmap {
 
 absl::StatusOr<std::vector<Tensor>> ShardExecutor::Run(
     ShardCall call, Communicator* comm,
     std::map<std::string, Tensor>* states) const {
+  if (!call.program.empty()) {
+    if (states != nullptr && !states->empty()) {
+      return absl::InvalidArgumentError(
+          "expression programs take no state slots");
+    }
+    return RunProgram(std::move(call), comm);
+  }
   SHARD_ASSIGN_OR_RETURN(const FunctionDef* def,
                          registry_->Find(call.function));
   SHARD_ASSIGN_OR_RETURN(nlohmann::json kwargs, ParseKwargs(call.kwargs_json));
@@ -44,6 +56,33 @@ absl::StatusOr<std::vector<Tensor>> ShardExecutor::Run(
                      " outputs, but declares ", def->signature.num_outputs()));
   }
   return outputs;
+}
+
+absl::StatusOr<std::vector<Tensor>> ShardExecutor::RunProgram(
+    ShardCall call, Communicator* comm) const {
+  // The coordinator checked the program for the whole job, varying axes
+  // included; here it is lowered for this device's blocks.
+  std::vector<program::ArgType> args;
+  for (const Tensor& t : call.args) {
+    args.push_back({program::ElemOf(t.dtype()), t.shape(), {}});
+  }
+  program::CheckOptions options;
+  options.check_vma = false;
+  SHARD_ASSIGN_OR_RETURN(
+      std::shared_ptr<const program::Program> checked,
+      programs_->Check(call.program, call.mesh, args, options));
+  std::optional<ProgramCollectives> collectives;
+  if (comm != nullptr) collectives.emplace(comm);
+  program::EvalOptions eval;
+  if (call.cancelled) eval.cancelled = call.cancelled;
+  try {
+    return program::Evaluate(*checked, std::move(call.args),
+                             collectives.has_value() ? &*collectives : nullptr,
+                             eval);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("the program threw on device ",
+                                            call.device_id, ": ", e.what()));
+  }
 }
 
 }  // namespace shardmap

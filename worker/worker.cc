@@ -14,11 +14,11 @@
 #include "worker/memory_budget.h"
 #include "worker/metrics/worker_metrics.h"
 #include "worker/shard_executor.h"
+#include "worker/shm_network.h"
 #include "worker/store/held_blocks.h"
 #include "worker/store/resident_store.h"
 #include "worker/transport/grpc/grpc_peer_transport.h"
 #include "worker/transport/grpc/peer_service.h"
-#include "worker/shm_network.h"
 #include "worker/worker_service.h"
 
 namespace shardmap {

@@ -1,0 +1,22 @@
+// What `shardctl plan` shows of a planned job (the Plan RPC's answer):
+// the global and per-device shapes of every input and output, the costs
+// per device (arithmetic, collective bytes, the coordinator's scatter and
+// gather, peak memory) and a picture of each array's blocks.
+//
+// Pure function of the plan; thread-safe.
+#ifndef SHARDMAP_SERVER_PLAN_REPORT_H_
+#define SHARDMAP_SERVER_PLAN_REPORT_H_
+
+#include "absl/status/statusor.h"
+#include "server/planner.h"
+#include "shardmap/v1/coordinator.pb.h"
+
+namespace shardmap {
+
+// Output shapes and costs are known for expression programs; for a native
+// function they are reported as unknown (-1) and the text says so.
+absl::StatusOr<v1::PlanResponse> ReportPlan(const JobPlan& plan);
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_SERVER_PLAN_REPORT_H_
