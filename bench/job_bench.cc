@@ -13,6 +13,12 @@
 //                The coordinator's and every worker's peak RSS (VmHWM,
 //                reset through /proc/PID/clear_refs just before) covers
 //                exactly these jobs.
+//   program_tiny `lambda x: x` as an expression program beside the native
+//                `identity` on the same 16 float32, interleaved job by job
+//   program_mlp  the tensor-parallel MLP psum(relu(x @ w1) @ w2, 'x') as
+//                the native `mlp_tp` and as a program, interleaved, with
+//                the weights resident, at --mlp-rows x --mlp-width: compute
+//                dominates. Outputs of the two are compared.
 //
 // Prints one RESULT line per figure.
 #include <fcntl.h>
@@ -23,11 +29,15 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -69,8 +79,137 @@ struct Sorted {
   }
 };
 
+// Runs `a` and `b` alternately `iters` times after a warm-up; their
+// latencies in microseconds. Each output is checked by `check`.
+bool Interleaved(const ShardClient& client, const JobRequest& a,
+                 const JobRequest& b, int iters,
+                 const std::function<bool(const JobResult&)>& check,
+                 Sorted* a_us, Sorted* b_us) {
+  const int warmup = std::max(2, iters / 10);
+  for (int it = 0; it < warmup + iters; ++it) {
+    for (int which = 0; which < 2; ++which) {
+      const auto t0 = Clock::now();
+      auto r = client.Run(which == 0 ? a : b);
+      const auto t1 = Clock::now();
+      if (!r.ok() || !check(*r)) {
+        std::fprintf(stderr, "job_bench: %s job failed: %s\n",
+                     which == 0 ? "native" : "program",
+                     r.ok() ? "wrong output" : r.status().ToString().c_str());
+        return false;
+      }
+      if (it >= warmup) {
+        (which == 0 ? a_us : b_us)
+            ->us.push_back(
+                std::chrono::duration<double, std::micro>(t1 - t0).count());
+      }
+    }
+  }
+  return true;
+}
+
+void PrintPair(const char* op, int workers, int64_t bytes, Sorted& native,
+               Sorted& program) {
+  for (int which = 0; which < 2; ++which) {
+    Sorted& s = which == 0 ? native : program;
+    const double median = s.at(0.5);
+    std::printf(
+        "RESULT impl=%s op=%s n=%d bytes=%lld iters=%zu median_us=%.2f "
+        "min_us=%.2f max_us=%.2f p99_us=%.2f algo=client_coordinator_"
+        "workers\n",
+        which == 0 ? "shardmap_native" : "shardmap_program", op, workers,
+        static_cast<long long>(bytes), s.us.size(), median, s.us.front(),
+        s.us.back(), s.at(0.99));
+  }
+  std::fflush(stdout);
+}
+
+// Native functions beside the same functions as expression programs.
+int RunPrograms(const ShardClient& client, int workers, int tiny_iters,
+                int mlp_rows, int mlp_width, int mlp_iters) {
+  Tensor tiny(DType::kFloat32, {16});
+  for (int i = 0; i < 16; ++i) tiny.data_as<float>()[i] = i;
+  JobRequest native = IdentityJob(&tiny, workers);
+  JobRequest program = native;
+  program.function.clear();
+  program.program = "lambda x: x";
+  Sorted n_us, p_us;
+  if (!Interleaved(
+          client, native, program, tiny_iters,
+          [&](const JobResult& r) {
+            return r.outputs.size() == 1 && SameBytes(r.outputs[0], tiny);
+          },
+          &n_us, &p_us)) {
+    return 1;
+  }
+  PrintPair("program_tiny", workers, 64, n_us, p_us);
+  if (mlp_iters <= 0) return 0;
+  // x replicated, w1 split by columns, w2 by rows over x=workers.
+  const int64_t hidden = int64_t{mlp_width} * 2;
+  Tensor x(DType::kFloat32, {mlp_rows, mlp_width});
+  Tensor w1(DType::kFloat32, {mlp_width, hidden});
+  Tensor w2(DType::kFloat32, {hidden, mlp_width});
+  uint32_t seed = 7;
+  for (Tensor* t : {&x, &w1, &w2}) {
+    float* p = t->data_as<float>();
+    for (int64_t i = 0; i < t->num_elements(); ++i) {
+      seed = seed * 1664525u + 1013904223u;
+      p[i] = static_cast<float>(seed >> 8) / 16777216.0f - 0.5f;
+    }
+  }
+  const Mesh mesh = *Mesh::Create({{"x", workers}});
+  for (auto [name, t, spec] : {std::tuple{"bench/w1", &w1, "P(None, 'x')"},
+                               std::tuple{"bench/w2", &w2, "P('x', None)"}}) {
+    auto put = client.Put(name, *t, mesh, *PartitionSpec::Parse(spec),
+                          /*overwrite=*/true);
+    if (!put.ok()) {
+      std::fprintf(stderr, "job_bench: put %s: %s\n", name,
+                   put.status().ToString().c_str());
+      return 1;
+    }
+  }
+  JobRequest mlp;
+  mlp.function = "mlp_tp";
+  mlp.kwargs_json = R"({"axes": "x"})";
+  mlp.mesh = mesh;
+  mlp.args = {&x, nullptr, nullptr};
+  mlp.resident_args = {"", "bench/w1", "bench/w2"};
+  mlp.in_specs = {*PartitionSpec::Parse("P()"),
+                  *PartitionSpec::Parse("P(None, 'x')"),
+                  *PartitionSpec::Parse("P('x', None)")};
+  mlp.out_specs = {*PartitionSpec::Parse("P()")};
+  mlp.timeout = absl::Seconds(300);
+  JobRequest mlp_program = mlp;
+  mlp_program.function.clear();
+  mlp_program.kwargs_json.clear();
+  mlp_program.program = "lambda x, w1, w2: psum(relu(x @ w1) @ w2, 'x')";
+  std::optional<Tensor> first;
+  Sorted mn, mp;
+  if (!Interleaved(
+          client, mlp, mlp_program, mlp_iters,
+          [&](const JobResult& r) {
+            if (r.outputs.size() != 1) return false;
+            if (!first.has_value()) first = r.outputs[0].Clone();
+            // Both sum the same blocks in the same order: within float
+            // rounding of each other.
+            const float* a = first->data_as<float>();
+            const float* b = r.outputs[0].data_as<float>();
+            for (int64_t i = 0; i < first->num_elements(); ++i) {
+              if (std::abs(a[i] - b[i]) > 1e-3f * (1 + std::abs(a[i]))) {
+                return false;
+              }
+            }
+            return true;
+          },
+          &mn, &mp)) {
+    return 1;
+  }
+  PrintPair("program_mlp", workers, x.num_bytes(), mn, mp);
+  return 0;
+}
+
 int Run(int workers, int tiny_iters, int clients, double seconds,
-        int64_t big_bytes, int big_iters) {
+        int64_t big_bytes, int big_iters, int mlp_rows, int mlp_width,
+        int mlp_iters) {
   LocalCluster::Options options;
   options.num_workers = workers;
   options.start_timeout = absl::Seconds(60);
@@ -195,7 +334,8 @@ int Run(int workers, int tiny_iters, int clients, double seconds,
         absl::StrJoin(worker_kb, ",").c_str());
     std::fflush(stdout);
   }
-  return 0;
+  return RunPrograms(**client, workers, tiny_iters, mlp_rows, mlp_width,
+                     mlp_iters);
 }
 
 }  // namespace
@@ -205,6 +345,7 @@ int main(int argc, char** argv) {
   shardmap::TuneProcess();
   CLI::App app{"job_bench: shardmap jobs end to end on a local cluster"};
   int workers = 4, tiny_iters = 500, clients = 8, big_iters = 2, timeout = 600;
+  int mlp_rows = 256, mlp_width = 1024, mlp_iters = 5;
   double seconds = 3;
   int64_t big_bytes = 256 << 20;
   app.add_option("--workers", workers)->capture_default_str();
@@ -214,6 +355,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--big-bytes", big_bytes)->capture_default_str();
   app.add_option("--big-iters", big_iters)->capture_default_str();
+  app.add_option("--mlp-rows", mlp_rows)->capture_default_str();
+  app.add_option("--mlp-width", mlp_width,
+                 "x is rows x width, w1 width x 2 "
+                 "width, w2 2 width x width")
+      ->capture_default_str();
+  app.add_option("--mlp-iters", mlp_iters)->capture_default_str();
   app.add_option("--timeout", timeout, "seconds before giving up")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -227,6 +374,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "job_bench: timed out after %d s\n", timeout);
     std::_Exit(1);
   }).detach();
+  if ((2 * mlp_width) % workers != 0) {
+    std::fprintf(stderr, "--mlp-width * 2 must split over the workers\n");
+    return 64;
+  }
   return shardmap::Run(workers, tiny_iters, clients, seconds, big_bytes,
-                       big_iters);
+                       big_iters, mlp_rows, mlp_width, mlp_iters);
 }

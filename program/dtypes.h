@@ -9,15 +9,15 @@
 namespace shardmap {
 namespace program {
 
-inline ElemType ElemOf(DType dtype) {
+inline ElemType ElemOf(::shardmap::DType dtype) {
   switch (dtype) {
-    case DType::kFloat32:
+    case ::shardmap::DType::kFloat32:
       return ElemType::kFloat32;
-    case DType::kFloat64:
+    case ::shardmap::DType::kFloat64:
       return ElemType::kFloat64;
-    case DType::kInt32:
+    case ::shardmap::DType::kInt32:
       return ElemType::kInt32;
-    case DType::kInt64:
+    case ::shardmap::DType::kInt64:
       return ElemType::kInt64;
   }
   return ElemType::kFloat32;
@@ -25,19 +25,19 @@ inline ElemType ElemOf(DType dtype) {
 
 // The dtype an array of `elem` is stored as: bool as int32 (0 or 1), as
 // the evaluator holds it.
-inline DType StorageOf(ElemType elem) {
+inline ::shardmap::DType StorageOf(ElemType elem) {
   switch (elem) {
     case ElemType::kFloat32:
-      return DType::kFloat32;
+      return ::shardmap::DType::kFloat32;
     case ElemType::kFloat64:
-      return DType::kFloat64;
+      return ::shardmap::DType::kFloat64;
     case ElemType::kInt64:
-      return DType::kInt64;
+      return ::shardmap::DType::kInt64;
     case ElemType::kBool:
     case ElemType::kInt32:
-      return DType::kInt32;
+      return ::shardmap::DType::kInt32;
   }
-  return DType::kFloat32;
+  return ::shardmap::DType::kFloat32;
 }
 
 }  // namespace program

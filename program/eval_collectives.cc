@@ -80,13 +80,13 @@ absl::StatusOr<Value> RunCollective(Budget& budget, const Instr& in,
     if (reserved.ok()) budget.Release(bytes);
     return reserved.ok() ? Annotate(result.status(), where) : reserved;
   }
-  if (result->dtype() != StorageDType(in.type.elem) ||
+  if (result->dtype() != StorageOf(in.type.elem) ||
       result->shape() != in.type.shape) {
     budget.Release(bytes);
     return absl::InternalError(absl::StrCat(
         where, " returned ", ShapeString(result->dtype(), result->shape()),
         " where the program expects ",
-        ShapeString(StorageDType(in.type.elem), in.type.shape)));
+        ShapeString(StorageOf(in.type.elem), in.type.shape)));
   }
   out.storage = std::make_shared<Tensor>(*std::move(result));
   out.counted = true;

@@ -31,7 +31,7 @@ struct TiledInput {
 bool SameShapeReusable(const Value& v, const ValueType& root, int operand,
                        int root_index, const std::vector<int>& last_use) {
   return last_use[operand] == root_index && v.shape == root.shape &&
-         StorageDType(v.elem) == StorageDType(root.elem) &&
+         StorageOf(v.elem) == StorageOf(root.elem) &&
          v.storage.use_count() == 1 && v.storage->num_bytes() == v.bytes();
 }
 

@@ -194,7 +194,7 @@ absl::StatusOr<Tensor> ToTensor(Value v) {
     return std::move(*v.storage);
   }
   SHARD_ASSIGN_OR_RETURN(Tensor t,
-                         Tensor::Create(StorageDType(v.elem), v.shape));
+                         Tensor::Create(StorageOf(v.elem), v.shape));
   std::memcpy(t.data(), v.data(), t.num_bytes());
   return t;
 }

@@ -201,11 +201,11 @@ class Validator {
     if (comparison)
       return elem == ElemType::kBool ? "" : "comparisons give bool";
     if (elem != x) return "result elem differs from the operands'";
-    if (IsFloatOnly(in.op) && !IsFloatElem(x))
+    if (IsFloatOnly(in.op) && !IsFloating(x))
       return absl::StrCat("takes floats, not ", ElemTypeName(x));
     const bool logical =
         in.op == OpCode::kNot || in.op == OpCode::kAnd || in.op == OpCode::kOr;
-    if (logical && IsFloatElem(x)) return "takes bool or integers";
+    if (logical && IsFloating(x)) return "takes bool or integers";
     const bool bool_ok = logical || in.op == OpCode::kAdd ||
                          in.op == OpCode::kMul || in.op == OpCode::kMax ||
                          in.op == OpCode::kMin;
@@ -243,7 +243,7 @@ class Validator {
         if (x.elem == ElemType::kBool) return "cannot sum bool";
         return elem == x.elem ? "" : "result elem differs from the operand's";
       case OpCode::kMean:
-        return IsFloatElem(elem) ? "" : "mean gives a float";
+        return IsFloating(elem) ? "" : "mean gives a float";
       case OpCode::kArgMax:
         if (axes.size() != 1 || elem != ElemType::kInt32)
           return "argmax takes one axis and gives int32";

@@ -8,27 +8,6 @@
 namespace shardmap {
 namespace program {
 
-DType StorageDType(ElemType elem) {
-  switch (elem) {
-    case ElemType::kInt64:
-      return DType::kInt64;
-    case ElemType::kFloat32:
-      return DType::kFloat32;
-    case ElemType::kFloat64:
-      return DType::kFloat64;
-    case ElemType::kBool:
-    case ElemType::kInt32:
-      break;
-  }
-  return DType::kInt32;
-}
-
-size_t ElemBytes(ElemType elem) { return ItemSize(StorageDType(elem)); }
-
-bool IsFloatElem(ElemType elem) {
-  return elem == ElemType::kFloat32 || elem == ElemType::kFloat64;
-}
-
 std::string Where(const Program& program, int index) {
   const Instr& in = program.instrs[index];
   std::string s = absl::StrCat("instruction ", index, " (", OpName(in.op));
@@ -56,7 +35,7 @@ absl::StatusOr<Value> Budget::Allocate(const ValueType& type) {
   v.elem = type.elem;
   const uint64_t bytes = v.bytes();
   SHARD_RETURN_IF_ERROR(Reserve(bytes));
-  absl::StatusOr<Tensor> t = Tensor::Create(StorageDType(type.elem), v.shape);
+  absl::StatusOr<Tensor> t = Tensor::Create(StorageOf(type.elem), v.shape);
   if (!t.ok()) {
     Release(bytes);
     return Annotate(t.status(), Where(program_, index_));

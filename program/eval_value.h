@@ -12,15 +12,12 @@
 
 #include "absl/status/statusor.h"
 #include "core/tensor.h"
+#include "program/dtypes.h"
 #include "program/ir.h"
+#include "program/types.h"
 
 namespace shardmap {
 namespace program {
-
-// The storage dtype of an elem: bool is one int32 0/1 per element.
-DType StorageDType(ElemType elem);
-size_t ElemBytes(ElemType elem);
-bool IsFloatElem(ElemType elem);
 
 // Calls f(T{}) with T the C++ type an elem is stored as (int32_t for bool).
 template <typename F>

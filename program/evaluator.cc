@@ -31,12 +31,12 @@ absl::Status CheckArgs(const Program& program,
                        ": parameters cannot be bool (arrays that cross "
                        "the wire are float32, float64, int32 or int64)"));
     }
-    if (args[k].dtype() != StorageDType(want.elem) ||
+    if (args[k].dtype() != StorageOf(want.elem) ||
         args[k].shape() != want.shape) {
       return absl::InvalidArgumentError(absl::StrCat(
           "argument ", k, " is ", ShapeString(args[k].dtype(), args[k].shape()),
           " but the program was checked for ",
-          ShapeString(StorageDType(want.elem), want.shape)));
+          ShapeString(StorageOf(want.elem), want.shape)));
     }
   }
   return absl::OkStatus();

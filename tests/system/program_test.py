@@ -167,13 +167,21 @@ class ProgramTest(harness.ClusterTestCase):
         self.assertEqual(code, 0, err)
 
     def test_a_source_over_the_limit_is_refused_before_it_runs(self):
-        body = " + ".join(["x"] * 40000)
+        source = self.path("long.py")
+        with open(source, "w") as f:
+            f.write("lambda x: " + " + ".join(["x"] * 40000))
         code, out, err = self.ctl(
-            self.c, "run", "--mesh", "x=2", "--expr", f"lambda x: {body}",
+            self.c, "run", "--mesh", "x=2", "--expr-file", source,
             "--arg", self.file(np.ones(4)), "--in-spec", "P('x')",
             "--out-spec", "P('x')")
         self.assertEqual(code, 75, err)
         self.assertIn("RESOURCE_EXHAUSTED", err)
+        self.assertIn("bytes", err)
+        code, out, err = self.ctl(
+            self.c, "run", "--mesh", "x=2", "--expr-file",
+            self.path("missing.py"), "--arg", self.file(np.ones(4)),
+            "--in-spec", "P('x')", "--out-spec", "P('x')")
+        self.assertEqual(code, 66, err)
 
     def test_plan_shows_shapes_costs_and_blocks(self):
         x = self.file(np.zeros((8, 6), np.float32))

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 
 namespace shardmap {
@@ -21,6 +22,7 @@ BlockLayout Layout(const Mesh& mesh, const char* spec, Shape shape) {
 std::vector<std::vector<std::string>> Cells(const std::string& picture) {
   std::vector<std::vector<std::string>> rows;
   for (absl::string_view line : absl::StrSplit(picture, '\n')) {
+    line = absl::StripLeadingAsciiWhitespace(line);
     if (line.empty() || line[0] != '|') continue;
     std::vector<std::string> row;
     for (absl::string_view cell : absl::StrSplit(line, '|')) {
