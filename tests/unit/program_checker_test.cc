@@ -120,6 +120,28 @@ TEST(CheckerTypesTest, PromotionIsJaxsLatticeJoin) {
   }
 }
 
+TEST(CheckerTypesTest, AWeakFloatMadeFloat64ByInt64StaysWeak) {
+  // int64 * 2.0 is float64, but still weak: a float32 array wins after it,
+  // whichever way the operands group (JAX with x64).
+  struct Case {
+    const char* src;
+    ElemType out;
+  };
+  const Case cases[] = {
+      {"lambda i, f: (i * 2.0) + f", kF32},
+      {"lambda i, f: i * (2.0 + f)", kF32},
+      {"lambda i, f: (2.0 * i) + f", kF32},
+      {"lambda i, f: i * 2.0", kF64},
+      {"lambda i, f: 3.0 + i * 2.0", kF64},
+      {"lambda i, f: (i * 2.0) + (i + 1)", kF64},
+  };
+  for (const Case& c : cases) {
+    auto p = Check(c.src, {A(kI64, {2}), A(kF32, {2})});
+    ASSERT_TRUE(p.ok()) << c.src << ": " << p.status();
+    EXPECT_EQ(Out(*p).elem, c.out) << c.src;
+  }
+}
+
 TEST(CheckerTypesTest, InexactOpsIntegerLiteralsAndConversions) {
   struct Case {
     const char* src;
