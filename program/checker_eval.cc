@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "program/checker_internal.h"
+#include "program/source_error.h"
 
 namespace shardmap {
 namespace program {
@@ -290,7 +291,10 @@ absl::StatusOr<Value> Checker::SliceTuple(SourcePos pos, const Value& t,
   Value out;
   out.kind = Value::kTuple;
   out.is_list = t.is_list;
-  for (int64_t i = b[0]; i < b[1]; i += b[2]) out.items.push_back(t.items[i]);
+  for (int64_t i = b[0]; i < b[1]; i += b[2]) {
+    out.items.push_back(t.items[i]);
+    out.nodes += t.items[i].nodes;
+  }
   return out;
 }
 
@@ -330,6 +334,14 @@ absl::StatusOr<Value> Checker::Eval(const Expr& e) {
         }
         auto x = Eval(*item);
         if (!x.ok()) return x.status();
+        v.nodes += x->nodes;
+        if (v.nodes > kMaxTupleNodes) {
+          return SourceError(
+              src_, e.pos,
+              absl::StrCat("this tuple nests more than ", kMaxTupleNodes,
+                           " values (max_tuple_nodes)"),
+              absl::StatusCode::kResourceExhausted);
+        }
         v.items.push_back(std::move(*x));
       }
       return v;
@@ -371,6 +383,14 @@ absl::StatusOr<Value> Checker::Eval(const Expr& e) {
           b->kind == Value::kTuple) {
         if (a->items.size() + b->items.size() > kMaxTuple) {
           return Error(e.pos, absl::StrCat("tuple longer than ", kMaxTuple));
+        }
+        a->nodes += b->nodes - 1;
+        if (a->nodes > kMaxTupleNodes) {
+          return SourceError(
+              src_, e.pos,
+              absl::StrCat("this tuple nests more than ", kMaxTupleNodes,
+                           " values (max_tuple_nodes)"),
+              absl::StatusCode::kResourceExhausted);
         }
         a->items.insert(a->items.end(), b->items.begin(), b->items.end());
         return a;
