@@ -42,7 +42,7 @@ v1::JobSpec JobSpecOf(const JobRequest& job) {
 absl::StatusOr<v1::PlanResponse> ShardClient::Plan(
     const JobRequest& job) const {
   grpc::ClientContext context;
-  context.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  context.set_deadline(absl::ToChronoTime(absl::Now() + job.timeout));
   v1::PlanRequest request;
   *request.mutable_spec() = JobSpecOf(job);
   v1::PlanResponse response;

@@ -74,10 +74,13 @@ absl::StatusOr<Program> CheckProgram(absl::string_view source, const Mesh& mesh,
 // its out_spec names. `out_specs` has one spec per output, or one for all.
 // INVALID_ARGUMENT in JAX's words ("out_specs[0] is P() which implies
 // that the corresponding output value is replicated across mesh axis 'i',
-// but could not infer replication over any axes"), naming the output.
-absl::Status CheckOutputReplication(
-    const Program& program, const Mesh& mesh,
-    const std::vector<PartitionSpec>& out_specs);
+// but could not infer replication over any axes"), naming `function` and
+// the output, and, when `source` is given, the line and column where the
+// first such output is made, with a caret.
+absl::Status CheckOutputReplication(const Program& program, const Mesh& mesh,
+                                    const std::vector<PartitionSpec>& out_specs,
+                                    absl::string_view function = "program",
+                                    absl::string_view source = "");
 
 }  // namespace program
 }  // namespace shardmap
