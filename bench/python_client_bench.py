@@ -15,7 +15,8 @@ end (issue 16's targets: tiny p50 within 1.5x of C++'s, big throughput at
 least 0.8x of C++'s). --no-cpp prints only the Python figures (run.sh runs
 job_bench itself in the same repetition; report.py pairs them).
 
-Prints RESULT lines as bench/report.py reads them (impl=python).
+Prints RESULT lines as bench/report.py reads them (impl=python; run.sh
+adds rep=K).
 Usage: python_client_bench.py [--reps 3] [--workers 4] [--tiny-iters 300]
        [--big-bytes 268435456] [--big-iters 1] [--no-cpp] [--bin-dir DIR]
 """
@@ -54,7 +55,7 @@ def cpp_figures(args):
             float(fig["job_big"]["median_us"]))
 
 
-def python_figures(args, rep):
+def python_figures(args):
     import numpy as np
     import shardmap as sm
     from shardmap import P
@@ -77,7 +78,7 @@ def python_figures(args, rep):
         lat.sort()
         p50, p99 = lat[len(lat) // 2], lat[min(len(lat) - 1,
                                                 int(0.99 * len(lat)))]
-        print(f"RESULT rep={rep} impl=python op=job_tiny n={args.workers} "
+        print(f"RESULT impl=python op=job_tiny n={args.workers} "
               f"bytes=64 iters={len(lat)} median_us={p50:.2f} "
               f"p99_us={p99:.2f} min_us={lat[0]:.2f}", flush=True)
         big = (np.arange(args.big_bytes // 4) % 1000003).astype(np.float32)
@@ -90,7 +91,7 @@ def python_figures(args, rep):
                 raise SystemExit("python_client_bench: big job: wrong output")
             del y
         big_us = statistics.median(times)
-        print(f"RESULT rep={rep} impl=python op=job_big n={args.workers} "
+        print(f"RESULT impl=python op=job_big n={args.workers} "
               f"bytes={args.big_bytes} iters={len(times)} "
               f"median_us={big_us:.2f}", flush=True)
     return p50, p99, big_us
@@ -110,13 +111,14 @@ def main():
     setup_path(args.bin_dir)
     tiny_ratios, big_ratios = [], []
     for rep in range(1, args.reps + 1):
-        py = python_figures(args, rep)
+        print(f"# repetition {rep}", flush=True)
+        py = python_figures(args)
         if args.no_cpp:
             continue
         cpp = cpp_figures(args)
-        print(f"RESULT rep={rep} impl=shardmap op=job_tiny n={args.workers} "
+        print(f"RESULT impl=shardmap op=job_tiny n={args.workers} "
               f"bytes=64 median_us={cpp[0]:.2f} p99_us={cpp[1]:.2f}")
-        print(f"RESULT rep={rep} impl=shardmap op=job_big n={args.workers} "
+        print(f"RESULT impl=shardmap op=job_big n={args.workers} "
               f"bytes={args.big_bytes} median_us={cpp[2]:.2f}", flush=True)
         tiny_ratios.append(py[0] / cpp[0])
         big_ratios.append(cpp[2] / py[2])
