@@ -11,29 +11,43 @@ that already runs an event loop (a Jupyter kernel, say), use the threaded
 channel instead.
 """
 import asyncio
+import sys
 import threading
 
 import numpy as np
 
 from shardmap import channel as channel_lib
 from shardmap import errors, wire
+from shardmap.progress import Progress
 from shardmap.v1 import coordinator_pb2 as pb
 
 _METHOD = "/shardmap.v1.Coordinator/RunJob"
 
 
-def _requests(spec, arrays):
+def _requests(spec, arrays, progress):
     yield pb.RunJobRequest(spec=spec)
     for i, arr in enumerate(arrays):
         if arr is not None and arr.nbytes:
-            yield from wire.chunk_requests(i, arr)
+            for message in wire.chunk_requests(i, arr):
+                yield message
+                if progress:
+                    progress.add_sent(len(message))
+
+
+def _progress(arrays):
+    """A Progress when stderr is a terminal (else None: no cost)."""
+    isatty = getattr(sys.stderr, "isatty", None)
+    if isatty is None or not isatty():
+        return None
+    return Progress(sum(a.nbytes for a in arrays if a is not None))
 
 
 class _Reader:
     """Turns the response messages into (JobResult, outputs)."""
 
-    def __init__(self):
+    def __init__(self, progress):
         self.result = None
+        self.progress = progress
 
     def accept(self, message):
         if self.result is None:
@@ -53,12 +67,19 @@ class _Reader:
                 self.outputs.append(arr)
                 buffers[i] = arr
             self.receiver = wire.Receiver(buffers)
+            if self.progress:
+                self.progress.to_receive = sum(a.nbytes
+                                               for a in buffers.values())
         elif isinstance(message, wire.Chunk):
             self.receiver.accept(message)
+            if self.progress:
+                self.progress.add_received(len(message.data))
         else:
             raise errors.Internal("unexpected message after the job result")
 
     def finish(self):
+        if self.progress:
+            self.progress.done()
         if self.result is None:
             raise errors.Internal("the coordinator sent no job result")
         self.receiver.finish()
@@ -110,9 +131,9 @@ class JobStreams:
             self._run_aio(self._aio_method, spec, arrays, timeout))
 
     async def _run_aio(self, method, spec, arrays, timeout):
-        call = method(_requests(spec, arrays), timeout=timeout,
-                      metadata=self._metadata)
-        reader = _Reader()
+        reader = _Reader(_progress(arrays))
+        call = method(_requests(spec, arrays, reader.progress),
+                      timeout=timeout, metadata=self._metadata)
         try:
             async for message in call:
                 reader.accept(message)
@@ -122,9 +143,9 @@ class JobStreams:
             raise
 
     def _run_sync(self, spec, arrays, timeout):
-        call = self._sync(_requests(spec, arrays), timeout=timeout,
-                          metadata=self._metadata)
-        reader = _Reader()
+        reader = _Reader(_progress(arrays))
+        call = self._sync(_requests(spec, arrays, reader.progress),
+                          timeout=timeout, metadata=self._metadata)
         try:
             for message in call:
                 reader.accept(message)
