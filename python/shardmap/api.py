@@ -263,9 +263,17 @@ def visualize_sharding(x, *args, file=None):
     """Prints which device holds which block, as `shardctl plan` does: of
     a Lowered, of f(*args) for a shard_map'ed f, or of a resident array."""
     if isinstance(x, ResidentArray):
-        x = shard_map("identity", mesh=x.mesh, in_specs=x.spec,
-                      out_specs=x.spec).lower(x)
-    elif isinstance(x, ShardMapped):
+        # The picture of the array as an argument: the plan's inputs part.
+        text = shard_map("identity", mesh=x.mesh, in_specs=x.spec,
+                         out_specs=x.spec).lower(x).as_text()
+        lines = text.splitlines()
+        start = next((i for i, l in enumerate(lines) if l == "inputs"), 0)
+        end = next((i for i in range(start + 1, len(lines))
+                    if lines[i] and not lines[i].startswith(" ")), len(lines))
+        print(f"{x.name} on {x.mesh!r}", *lines[start + 1:end], sep="\n",
+              file=file)
+        return
+    if isinstance(x, ShardMapped):
         x = x.lower(*args)
     if not isinstance(x, Lowered):
         raise InvalidArgument(f"visualize_sharding: expected a Lowered, a "
