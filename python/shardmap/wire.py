@@ -50,13 +50,13 @@ def dtype_of(header, what):
 
 
 def _varint(n):
+    """A protobuf base-128 varint: low 7 bits first, high bit = more."""
     out = bytearray()
-    while True:
-        b = n & 0x7F
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
         n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
+    out.append(n)
+    return bytes(out)
 
 
 def _read_varint(buf, pos):

@@ -393,6 +393,35 @@ class PythonClientTest(unittest.TestCase):
         self.assertTrue(np.array_equal(x, y))
 
 
+class WireTest(unittest.TestCase):
+    """The hand-encoded chunk messages against protobuf's own codec."""
+
+    def test_chunks_match_protobuf(self):
+        from shardmap import wire
+        from shardmap.v1 import coordinator_pb2 as pb
+        x = RNG.integers(-(1 << 31), 1 << 31, (wire.CHUNK_BYTES * 2 + 12) // 4,
+                         dtype=np.int32)
+        raw = x.view(np.uint8).reshape(-1)
+        pieces = list(wire.chunk_requests(300, x))
+        self.assertEqual(len(pieces), 3)
+        offset = 0
+        for piece in pieces:
+            chunk = pb.RunJobRequest.FromString(piece).chunk
+            self.assertEqual((chunk.index, chunk.offset), (300, offset))
+            self.assertEqual(chunk.data, raw[offset:offset + len(chunk.data)]
+                             .tobytes())
+            offset += len(chunk.data)
+            # The other way: the response decoder on protobuf's bytes.
+            back = wire.decode_response(pb.RunJobResponse(
+                chunk=chunk).SerializeToString())
+            self.assertEqual((back.index, back.offset, bytes(back.data)),
+                             (300, chunk.offset, chunk.data))
+        self.assertEqual(offset, x.nbytes)
+        result = wire.decode_response(pb.RunJobResponse(
+            result=pb.JobResult(job_id="j")).SerializeToString())
+        self.assertEqual(result.result.job_id, "j")
+
+
 class LocalClusterTest(unittest.TestCase):
 
     def test_close_stops_the_cluster(self):
