@@ -11,6 +11,7 @@ imported from the build tree (build/python, next to build/bin).
 import asyncio
 import concurrent.futures
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -173,6 +174,27 @@ class PythonClientTest(unittest.TestCase):
         text = sm.shard_map("lambda v: pmax(v, 'i')", mesh=self.line,
                             in_specs=P("i"), out_specs=P())
         np.testing.assert_array_equal(text(np.arange(8.0)), [6.0, 7.0])
+
+    def test_registered_programs(self):
+        c = self.cluster
+
+        def halve(x):
+            return x / 2
+
+        self.assertEqual(c.register("py_halve", halve).name, "py_halve")
+        self.assertIn("py_halve", [f.name for f in c.functions()])
+        f = sm.shard_map("py_halve", mesh=self.line, in_specs=P("i"),
+                         out_specs=P("i"))
+        np.testing.assert_array_equal(f(np.arange(8.0)), np.arange(8.0) / 2)
+        with self.assertRaises(sm.AlreadyExists):
+            c.register("py_halve", "lambda x: x")
+        c.register("py_halve", "lambda x: x * 3", replace=True)
+        np.testing.assert_array_equal(f(np.arange(8.0)), np.arange(8.0) * 3)
+        c.unregister("py_halve")
+        with self.assertRaises(sm.NotFound):
+            f(np.arange(8.0))
+        with self.assertRaises(sm.NotFound):
+            c.unregister("py_halve")
 
     def test_check_rep_as_in_jax(self):
         prog = "lambda v: v * 2"
@@ -391,6 +413,41 @@ class PythonClientTest(unittest.TestCase):
         y = f(x)
         self.assertEqual(y.dtype, np.int64)
         self.assertTrue(np.array_equal(x, y))
+
+
+class TLSTest(unittest.TestCase):
+    """sm.connect over mutual TLS with a token, with security_test.py's
+    certificates (openssl at test time) and cluster."""
+
+    def test_mutual_tls_and_token(self):
+        import security_test as sec
+        if shutil.which("openssl") is None:
+            self.skipTest("no openssl")
+        sec.TMP = tempfile.TemporaryDirectory(prefix="shardmap-python-tls-")
+        self.addCleanup(sec.TMP.cleanup)
+        sec.make_ca("ca")
+        sec.make_cert("node", "ca",
+                      "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE"
+                      "\nextendedKeyUsage=serverAuth,clientAuth\n")
+        cluster = sec.Cluster(1, sec.tls_flags(), sec.TOKEN)
+        self.addCleanup(cluster.close)
+        cert, key = sec.CERTS["node"]
+        ca = os.path.join(sec.TMP.name, "ca.pem")
+        c = sm.connect(cluster.address, token=sec.TOKEN,
+                       tls=sm.TLS(ca=ca, cert=cert, key=key))
+        self.addCleanup(c.close)
+        c.wait_for_workers(1)
+        f = sm.shard_map("scale", mesh=c.mesh(i=1), in_specs=P("i"),
+                         out_specs=P("i"), alpha=2)
+        np.testing.assert_array_equal(f(np.arange(4)), 2 * np.arange(4))
+        with self.assertRaises(sm.Unauthenticated):
+            sm.connect(cluster.address, token="wrong",
+                       tls=sm.TLS(ca=ca, cert=cert, key=key))
+        with self.assertRaises(sm.Unavailable):  # no client certificate
+            sm.connect(cluster.address, token=sec.TOKEN, tls=sm.TLS(ca=ca),
+                       timeout=5)
+        with self.assertRaises(sm.InvalidArgument):
+            sm.TLS(ca=ca, cert=cert)
 
 
 class WireTest(unittest.TestCase):
