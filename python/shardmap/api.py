@@ -20,6 +20,7 @@ them). None as a spec means the whole argument on every device.
 """
 import functools
 import json
+import re
 
 from shardmap import client as client_lib
 from shardmap import wire
@@ -80,7 +81,7 @@ class ShardMapped:
         template = pb.JobSpec(mesh=mesh.to_proto(), no_check_rep=no_check_rep)
         if isinstance(func, str):
             text = func.strip()
-            if text.startswith(("lambda", "def ")):
+            if re.match(r"(lambda\b|def\s)", text):
                 template.program = text
             else:
                 template.function = text

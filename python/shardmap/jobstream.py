@@ -127,8 +127,19 @@ class JobStreams:
             self._aio_method = self._aio_channel.stream_stream(
                 _METHOD, request_serializer=wire.encode_request,
                 response_deserializer=wire.decode_response)
-        return loop.run_until_complete(
+        task = loop.create_task(
             self._run_aio(self._aio_method, spec, arrays, timeout))
+        try:
+            return loop.run_until_complete(task)
+        except BaseException:
+            # Ctrl-C, say: cancel the call, or it resumes with the next one.
+            if not task.done():
+                task.cancel()
+                try:
+                    loop.run_until_complete(task)
+                except BaseException:
+                    pass
+            raise
 
     async def _run_aio(self, method, spec, arrays, timeout):
         reader = _Reader(_progress(arrays))
