@@ -8,7 +8,6 @@
 #include "absl/strings/str_cat.h"
 #include "client/commands.h"
 #include "client/exit_codes.h"
-#include "client/local_cluster.h"
 #include "client/run_request.h"
 #include "client/shard_client.h"
 #include "wire/proto_convert.h"
@@ -96,24 +95,11 @@ int PlanCommand(const RunFlags& f) {
   int exit_code = kExitUsage;
   auto parsed = ParseRun(f, &exit_code);
   if (!parsed.ok()) return ReportError(parsed.status(), exit_code, f.json);
-  std::unique_ptr<LocalCluster> cluster;
-  ShardClient::Options options;
-  options.address = f.coordinator;
-  if (f.local > 0) {
-    LocalCluster::Options local;
-    local.num_workers = f.local;
-    local.security = f.security;
-    auto started = LocalCluster::Start(local);
-    if (!started.ok()) {
-      return ReportError(started.status(), kExitUnavailable, f.json);
-    }
-    cluster = *std::move(started);
-    options.address = cluster->address();
-    options.security = cluster->client_security();
+  auto connection = ConnectForJob(f, &exit_code);
+  if (!connection.ok()) {
+    return ReportError(connection.status(), exit_code, f.json);
   }
-  auto client = ShardClient::Create(options);
-  if (!client.ok()) return ReportError(client.status(), kExitUsage, f.json);
-  auto plan = (*client)->Plan(parsed->job);
+  auto plan = connection->client->Plan(parsed->job);
   if (!plan.ok()) {
     return ReportError(plan.status(), ExitCodeForStatus(plan.status()), f.json);
   }

@@ -204,6 +204,33 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
   return run;
 }
 
+absl::StatusOr<JobConnection> ConnectForJob(const RunFlags& f, int* exit_code) {
+  JobConnection c;
+  ShardClient::Options options;
+  options.address = f.coordinator;
+  options.retries = f.retries;
+  if (f.local > 0) {
+    LocalCluster::Options local;
+    local.num_workers = f.local;
+    local.security = f.security;
+    auto started = LocalCluster::Start(local);
+    if (!started.ok()) {
+      *exit_code = kExitUnavailable;
+      return started.status();
+    }
+    c.cluster = *std::move(started);
+    options.address = c.cluster->address();
+    options.security = c.cluster->client_security();
+  }
+  auto client = ShardClient::Create(options);
+  if (!client.ok()) {
+    *exit_code = kExitUsage;
+    return client.status();
+  }
+  c.client = *std::move(client);
+  return c;
+}
+
 namespace {
 
 // Whether a FAILED_PRECONDITION of `job` was a stored output refused over
@@ -270,32 +297,18 @@ int RunCommand(const RunFlags& f) {
   // The pointers in job.args refer to parsed->inputs; keep them in place.
   ParsedRun& run = *parsed;
 
-  std::unique_ptr<LocalCluster> cluster;
-  std::string address = f.coordinator;
-  if (f.local > 0) {
-    LocalCluster::Options options;
-    options.num_workers = f.local;
-    options.security = f.security;
-    auto started = LocalCluster::Start(options);
-    if (!started.ok()) {
-      return ReportError(started.status(), kExitUnavailable, f.json);
-    }
-    cluster = *std::move(started);
-    address = cluster->address();
+  auto connection = ConnectForJob(f, &exit_code);
+  if (!connection.ok()) {
+    return ReportError(connection.status(), exit_code, f.json);
   }
-  ShardClient::Options client_options;
-  client_options.address = address;
-  client_options.retries = f.retries;
-  if (cluster) client_options.security = cluster->client_security();
-  auto client = ShardClient::Create(client_options);
-  if (!client.ok()) return ReportError(client.status(), kExitUsage, f.json);
+  const ShardClient* client = connection->client.get();
   const absl::Time start = absl::Now();
   const std::string what = f.fn.empty() ? "program" : f.fn;
-  auto result = (*client)->Run(run.job);
+  auto result = client->Run(run.job);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (!result.ok()) {
     return ReportError(result.status(),
-                       RunExitCode(**client, result.status(), run.job), f.json);
+                       RunExitCode(*client, result.status(), run.job), f.json);
   }
   const size_t total = result->outputs.size() + result->stored.size();
   if (!f.outs.empty() && f.outs.size() != total) {

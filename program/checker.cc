@@ -86,6 +86,17 @@ absl::StatusOr<std::vector<int>> Checker::Outputs(const Value& v,
                                                   const Expr& e) {
   std::vector<const Value*> items;
   std::vector<SourcePos> pos;
+  // Several outputs come from a tuple the return names or writes out
+  // (what ParseSignature can tell from the source); any other tuple is
+  // not an output.
+  const bool several = e.kind == ExprKind::kTuple ||
+                       e.kind == ExprKind::kName ||
+                       e.kind == ExprKind::kSubscript;
+  if (v.kind == Value::kTuple && !several) {
+    return Error(e.pos, absl::StrCat("the program returns ", Describe(v),
+                                     ": outputs must be arrays (write "
+                                     "several outputs as a tuple literal)"));
+  }
   if (v.kind == Value::kTuple) {
     for (size_t k = 0; k < v.items.size(); ++k) {
       items.push_back(&v.items[k]);

@@ -22,6 +22,21 @@ absl::StatusOr<int> Checker::Emit(Instr instr) {
                      " instructions, the limit (max_instructions)"),
         absl::StatusCode::kResourceExhausted);
   }
+  // No single value may outgrow the peak limit: refused here, before
+  // any later rule multiplies its dimensions.
+  int64_t bytes = ElemBytes(instr.type.elem);
+  for (int64_t d : instr.type.shape) {
+    bytes = d != 0 && bytes > INT64_MAX / d ? INT64_MAX : bytes * d;
+  }
+  if (bytes > options_.limits.max_peak_bytes) {
+    return SourceError(
+        src_, instr.pos,
+        absl::StrCat("this value, ",
+                     TypeString(instr.type.elem, instr.type.shape), ", needs ",
+                     bytes, " bytes per device, over the limit of ",
+                     options_.limits.max_peak_bytes, " bytes (max_peak_bytes)"),
+        absl::StatusCode::kResourceExhausted);
+  }
   if (!options_.check_vma) instr.type.vma.clear();
   prog_.instrs.push_back(std::move(instr));
   return static_cast<int>(prog_.instrs.size()) - 1;

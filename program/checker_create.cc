@@ -58,7 +58,13 @@ absl::StatusOr<Value> Checker::Fill(const std::string& fn, SourcePos pos,
   if (!IsFloating(t.elem) && value != std::floor(value)) {
     value = std::trunc(value);
   }
-  auto c = Constant(pos, t, value, static_cast<int64_t>(value), shape);
+  if (!IsFloating(t.elem) && !(std::fabs(value) < 9.2e18)) {
+    return Error(a[1].pos, absl::StrCat(fn, ": cannot convert ", value, " to ",
+                                        ElemTypeName(t.elem)));
+  }
+  auto c =
+      Constant(pos, t, value,
+               IsFloating(t.elem) ? 0 : static_cast<int64_t>(value), shape);
   if (!c.ok()) return c;
   if (options().check_vma) prog_.instrs[c->instr].type.vma = vma;
   return c;
@@ -104,7 +110,13 @@ absl::StatusOr<Value> Checker::Arange(SourcePos pos,
   Instr in;
   in.op = OpCode::kIota;
   in.attrs.value = start;
-  in.attrs.int_value = static_cast<int64_t>(start);
+  const double bound = t.elem == ElemType::kInt64 ? 9e15 : 2.1e9;
+  if (!IsFloating(t.elem) &&
+      !(std::fabs(start) < bound && std::fabs(start + step * len) < bound)) {
+    return Error(pos, absl::StrCat("arange: the values do not fit in ",
+                                   ElemTypeName(t.elem)));
+  }
+  in.attrs.int_value = IsFloating(t.elem) ? 0 : static_cast<int64_t>(start);
   in.attrs.step = step;
   in.type.elem = t.elem;
   in.type.shape = {len > 0 ? static_cast<int64_t>(len) : 0};

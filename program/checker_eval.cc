@@ -1,6 +1,7 @@
 // Evaluating expressions while checking: names, modules, attributes,
 // operators and calls, dispatched to the rules of checker_*.cc.
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -39,8 +40,8 @@ const std::set<std::string>& LaxNames() {
       "sin",          "cos",      "abs",        "max",        "min"};
   return *names;
 }
-const char* const kDTypeNames[] = {"float32", "float64", "int32", "int64",
-                                   "bool_"};
+const char* const kDTypeNames[] = {"float32", "float64", "int32",
+                                   "int64",   "bool_",   "bool"};
 
 std::string OperatorName(const std::string& op) {
   static const std::map<std::string, std::string> kOps = {
@@ -139,14 +140,15 @@ absl::StatusOr<Value> Checker::Lookup(const Expr& e) {
     candidates.insert(candidates.end(), set->begin(), set->end());
   }
   std::string what = absl::StrCat("unknown name '", e.text, "'");
-  const std::string near = Nearest(e.text, candidates);
-  if (!near.empty()) absl::StrAppend(&what, "; did you mean '", near, "'?");
   if (e.text == "os" || e.text == "sys" || e.text == "open" ||
       e.text == "eval" || e.text == "exec" || e.text == "__import__") {
     absl::StrAppend(&what,
                     " (a program has no file, network or environment "
                     "access)");
+    return Error(e.pos, what);
   }
+  const std::string near = Nearest(e.text, candidates);
+  if (!near.empty()) absl::StrAppend(&what, "; did you mean '", near, "'?");
   return Error(e.pos, what);
 }
 
@@ -169,6 +171,14 @@ absl::StatusOr<Value> Checker::Attribute(const Expr& e) {
           ParseElemType(name, &v.elem);
           return v;
         }
+      }
+      // numpy's constants are Python floats (weakly typed).
+      static const std::map<std::string, double> kConstants = {
+          {"pi", M_PI}, {"e", M_E}, {"inf", HUGE_VAL}, {"nan", std::nan("")}};
+      if (auto it = kConstants.find(name); it != kConstants.end()) {
+        v.kind = Value::kFloat;
+        v.f = it->second;
+        return v;
       }
     }
     const std::string fn = CanonicalFunction(m, name);

@@ -22,9 +22,11 @@ absl::StatusOr<Value> Reduce(Budget& budget, const Instr& in, const Value& x);
 
 // numpy matmul: 1-D operands, batch dimensions broadcast; Eigen's blocked
 // GEMM per matrix over the buffers in place. Integers wrap; bool is
-// "any (a and b)".
+// "any (a and b)". A transposed operand (2-D only) holds the transpose of
+// the matrix the product takes (a folded transpose, eval_fusion.h).
 absl::StatusOr<Value> MatMul(Budget& budget, const Instr& in, const Value& a,
-                             const Value& b);
+                             const Value& b, bool a_transposed = false,
+                             bool b_transposed = false);
 
 // A collective through `collectives` (FAILED_PRECONDITION when null).
 // INTERNAL naming the instruction if the result's dtype or shape is not

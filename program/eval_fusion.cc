@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <utility>
 
 #include "core/status_util.h"
 #include "program/eval_elementwise.h"
 #include "program/eval_layout.h"
+#include "program/types.h"
 
 namespace shardmap {
 namespace program {
@@ -42,6 +44,7 @@ FusionPlan PlanFusion(const Program& program, bool fuse) {
   FusionPlan plan;
   plan.runs_at.resize(n);
   plan.members.resize(n);
+  plan.folded_transpose.assign(n, false);
   std::vector<std::vector<int>> users(n);
   for (int i = 0; i < n; ++i) {
     for (int o : program.instrs[i].operands) users[o].push_back(i);
@@ -51,9 +54,17 @@ FusionPlan PlanFusion(const Program& program, bool fuse) {
   for (int i = n - 1; i >= 0; --i) {
     const Instr& in = program.instrs[i];
     plan.runs_at[i] = i;
-    if (!fuse || !IsElementwise(in.op) || is_output[i] || users[i].empty()) {
+    if (!fuse || is_output[i] || users[i].empty()) continue;
+    const bool one_user = std::all_of(users[i].begin(), users[i].end(),
+                                      [&](int u) { return u == users[i][0]; });
+    if (in.op == OpCode::kTranspose &&
+        in.attrs.perm == std::vector<int64_t>{1, 0} && one_user &&
+        program.instrs[users[i][0]].op == OpCode::kMatMul) {
+      plan.runs_at[i] = users[i][0];
+      plan.folded_transpose[i] = true;
       continue;
     }
+    if (!IsElementwise(in.op)) continue;
     const int root = plan.runs_at[users[i][0]];
     const bool fusable =
         std::all_of(users[i].begin(), users[i].end(), [&](int u) {
@@ -138,15 +149,17 @@ absl::StatusOr<Value> RunGroup(const Program& program,
 
   // Scratch: one tile of 8-byte elements per slot, counted while it lives.
   const size_t slots = members.size() + tiled.size();
-  const uint64_t scratch_bytes = slots * kTileElements * sizeof(uint64_t);
+  // Small groups take tiles of their own size.
+  const int64_t tile_len = std::max<int64_t>(1, std::min(kTileElements, total));
+  const uint64_t scratch_bytes = slots * tile_len * sizeof(uint64_t);
   SHARD_RETURN_IF_ERROR(budget.Reserve(scratch_bytes));
-  std::vector<uint64_t> scratch(slots * kTileElements);
+  std::unique_ptr<uint64_t[]> scratch(new uint64_t[slots * tile_len]);
   auto tile = [&](int slot) {
-    return reinterpret_cast<uint8_t*>(scratch.data() + slot * kTileElements);
+    return reinterpret_cast<uint8_t*>(scratch.get() + slot * tile_len);
   };
   for (const TiledInput& t : tiled) {
     if (t.scalar) {
-      for (int64_t j = 0; j < kTileElements; ++j) {
+      for (int64_t j = 0; j < tile_len; ++j) {
         std::memcpy(tile(t.slot) + j * t.view.elem_bytes, t.view.src,
                     t.view.elem_bytes);
       }
@@ -155,8 +168,8 @@ absl::StatusOr<Value> RunGroup(const Program& program,
 
   const size_t out_bytes = ElemBytes(root_instr.type.elem);
   std::vector<const void*> ins;
-  for (int64_t start = 0; start < total; start += kTileElements) {
-    const int64_t n = std::min(kTileElements, total - start);
+  for (int64_t start = 0; start < total; start += tile_len) {
+    const int64_t n = std::min(tile_len, total - start);
     for (const TiledInput& t : tiled) {
       if (!t.scalar) Gather(t.view, start, n, tile(t.slot));
     }

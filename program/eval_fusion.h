@@ -32,9 +32,14 @@ struct FusionPlan {
   // Per root of an elementwise group: its members in program order, the
   // root last. Empty for other instructions.
   std::vector<std::vector<int>> members;
+  // Per instruction: a 2-D transpose whose only user is a matmul, which
+  // reads the transpose's operand as a transposed matrix (Eigen's GEMM
+  // takes either layout): it runs at the matmul and holds no value.
+  std::vector<bool> folded_transpose;
 };
 
-// With `fuse` false every elementwise instruction is a group of one.
+// With `fuse` false every elementwise instruction is a group of one and no
+// transpose is folded.
 FusionPlan PlanFusion(const Program& program, bool fuse);
 
 // Runs one elementwise group. values[i] holds every instruction run so far;

@@ -6,6 +6,7 @@
 
 #include "core/status_util.h"
 #include "program/eval_scalar.h"
+#include "program/types.h"
 
 namespace shardmap {
 namespace program {
@@ -193,8 +194,7 @@ absl::StatusOr<Tensor> ToTensor(Value v) {
   if (v.storage.use_count() == 1 && v.storage->shape() == v.shape) {
     return std::move(*v.storage);
   }
-  SHARD_ASSIGN_OR_RETURN(Tensor t,
-                         Tensor::Create(StorageOf(v.elem), v.shape));
+  SHARD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(StorageOf(v.elem), v.shape));
   std::memcpy(t.data(), v.data(), t.num_bytes());
   return t;
 }

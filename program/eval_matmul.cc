@@ -16,18 +16,26 @@ using RowMajor =
     Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // One (m, k) @ (k, n) product over C-order buffers, which are row-major
-// matrices: no copies.
+// matrices: no copies. A transposed operand is stored as (k, m) or (n, k).
 template <typename U>
-void Gemm(const U* a, const U* b, U* c, int64_t m, int64_t k, int64_t n) {
+void Gemm(const U* a, const U* b, U* c, int64_t m, int64_t k, int64_t n,
+          bool ta, bool tb) {
   Eigen::Map<RowMajor<U>> result(c, m, n);
   if (m == 0 || n == 0) return;
   if (k == 0) {
     result.setZero();
     return;
   }
-  Eigen::Map<const RowMajor<U>> lhs(a, m, k);
-  Eigen::Map<const RowMajor<U>> rhs(b, k, n);
-  result.noalias() = lhs * rhs;
+  using In = Eigen::Map<const RowMajor<U>>;
+  if (!ta && !tb) {
+    result.noalias() = In(a, m, k) * In(b, k, n);
+  } else if (ta && !tb) {
+    result.noalias() = In(a, k, m).transpose() * In(b, k, n);
+  } else if (!ta && tb) {
+    result.noalias() = In(a, m, k) * In(b, n, k).transpose();
+  } else {
+    result.noalias() = In(a, k, m).transpose() * In(b, n, k).transpose();
+  }
 }
 
 // A rank-1 a is a (1, k) row and a rank-1 b a (k, 1) column (numpy's
@@ -63,7 +71,8 @@ Plan MakePlan(const Shape& as, const Shape& bs) {
 }
 
 template <typename T>
-void MatMulTyped(const Plan& p, const T* a, const T* b, T* c) {
+void MatMulTyped(const Plan& p, const T* a, const T* b, T* c, bool ta,
+                 bool tb) {
   using U = Wrap<T>;
   const int64_t batches = NumElements(p.batch);
   const int rank = static_cast<int>(p.batch.size());
@@ -77,19 +86,25 @@ void MatMulTyped(const Plan& p, const T* a, const T* b, T* c) {
     }
     Gemm<U>(reinterpret_cast<const U*>(a) + a_off * p.m * p.k,
             reinterpret_cast<const U*>(b) + b_off * p.k * p.n,
-            reinterpret_cast<U*>(c) + i * p.m * p.n, p.m, p.k, p.n);
+            reinterpret_cast<U*>(c) + i * p.m * p.n, p.m, p.k, p.n, ta, tb);
   }
 }
 
 }  // namespace
 
 absl::StatusOr<Value> MatMul(Budget& budget, const Instr& in, const Value& a,
-                             const Value& b) {
+                             const Value& b, bool a_transposed,
+                             bool b_transposed) {
   SHARD_ASSIGN_OR_RETURN(Value out, budget.Allocate(in.type));
-  const Plan plan = MakePlan(a.shape, b.shape);
+  auto logical = [](const Value& v, bool transposed) {
+    return transposed ? Shape{v.shape[1], v.shape[0]} : v.shape;
+  };
+  const Plan plan =
+      MakePlan(logical(a, a_transposed), logical(b, b_transposed));
   VisitElem(in.type.elem, [&](auto tag) {
     using T = decltype(tag);
-    MatMulTyped<T>(plan, a.as<T>(), b.as<T>(), out.mutable_as<T>());
+    MatMulTyped<T>(plan, a.as<T>(), b.as<T>(), out.mutable_as<T>(),
+                   a_transposed, b_transposed);
   });
   if (in.type.elem == ElemType::kBool) {
     int32_t* o = out.mutable_as<int32_t>();

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "program/eval_value.h"
+#include "program/types.h"
 
 namespace shardmap {
 namespace program {
@@ -115,6 +116,7 @@ class Validator {
     if (in.op == OpCode::kConstant) return want(0);
     if (in.op == OpCode::kIota) {
       if (arity != 0) return want(0);
+      if (elem == ElemType::kBool) return "arange cannot be bool";
       return shape.size() == 1 ? "" : "arange must be 1-D";
     }
     if (in.op == OpCode::kAxisIndex) {

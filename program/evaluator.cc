@@ -63,8 +63,6 @@ absl::StatusOr<Value> RunOne(const Instr& in, std::vector<Value>& values,
     case OpCode::kMean:
     case OpCode::kArgMax:
       return Reduce(budget, in, x(0));
-    case OpCode::kMatMul:
-      return MatMul(budget, in, x(0), x(1));
     case OpCode::kTranspose:
       return Transpose(budget, in, x(0));
     case OpCode::kReshape:
@@ -84,6 +82,21 @@ absl::StatusOr<Value> RunOne(const Instr& in, std::vector<Value>& values,
       break;
   }
   return RunCollective(budget, in, &x(0), collectives);
+}
+
+// A matmul, reading a folded transpose's operand as a transposed matrix.
+absl::StatusOr<Value> RunMatMul(const Program& program, const FusionPlan& plan,
+                                const Instr& in,
+                                const std::vector<Value>& values,
+                                Budget& budget) {
+  const Value* xs[2];
+  bool transposed[2];
+  for (int k = 0; k < 2; ++k) {
+    const int o = in.operands[k];
+    transposed[k] = plan.folded_transpose[o];
+    xs[k] = &values[transposed[k] ? program.instrs[o].operands[0] : o];
+  }
+  return MatMul(budget, in, *xs[0], *xs[1], transposed[0], transposed[1]);
 }
 
 }  // namespace
@@ -133,13 +146,16 @@ absl::StatusOr<std::vector<Tensor>> Evaluate(const Program& program,
     }
     budget.SetInstruction(i);
     const Instr& in = program.instrs[i];
-    absl::StatusOr<Value> v =
-        IsElementwise(in.op)
-            ? RunGroup(program, plan.members[i], values, last_use, budget)
-            : RunOne(
-                  in, values, params,
-                  in.op == OpCode::kParam ? param_last_use[in.attrs.index] : -1,
-                  budget, collectives);
+    absl::StatusOr<Value> v;
+    if (IsElementwise(in.op)) {
+      v = RunGroup(program, plan.members[i], values, last_use, budget);
+    } else if (in.op == OpCode::kMatMul) {
+      v = RunMatMul(program, plan, in, values, budget);
+    } else {
+      v = RunOne(in, values, params,
+                 in.op == OpCode::kParam ? param_last_use[in.attrs.index] : -1,
+                 budget, collectives);
+    }
     if (!v.ok()) return v.status();
     values[i] = *std::move(v);
     for (int d : dies_at[i]) Free(budget, values[d]);

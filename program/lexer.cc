@@ -189,14 +189,28 @@ class Lexer {
   absl::Status String() {
     const SourcePos p = Pos();
     const char quote = src_[i_];
-    Advance();
+    // A triple-quoted string (a docstring) may span lines.
+    const std::string triple(3, quote);
+    const bool multi = src_.substr(i_, 3) == triple;
+    for (int k = multi ? 3 : 1; k > 0; --k) Advance();
     std::string value;
     while (true) {
-      if (i_ >= src_.size() || src_[i_] == '\n') {
-        return Error(p, "string is never closed on its line");
+      if (i_ >= src_.size() || (src_[i_] == '\n' && !multi)) {
+        return Error(p, multi ? "string is never closed"
+                              : "string is never closed on its line");
       }
       const char c = src_[i_];
-      if (c == quote) break;
+      if (multi && src_.substr(i_, 3) == triple) {
+        Advance();
+        Advance();
+        break;
+      }
+      if (!multi && c == quote) break;
+      if (c == '\n') {
+        value.push_back(c);
+        NewLine();
+        continue;
+      }
       if (c == '\\') {
         Advance();
         if (i_ >= src_.size() || src_[i_] == '\n') continue;

@@ -60,16 +60,22 @@ absl::StatusOr<ExprPtr> Parser::BinaryLevel(int level) {
   if (level == static_cast<int>(kLevels.size())) return Unary();
   auto left = BinaryLevel(level + 1);
   if (!left.ok()) return left;
+  // Each operator deepens the (left-leaning) tree: it counts as nesting.
+  int chain = 0;
   while (Peek().kind == TokenKind::kOp && kLevels[level].count(Peek().text)) {
     const Token op = Next();
     if (op.text == "^" || op.text == "<<" || op.text == ">>") {
       return Err(op.pos,
                  NotLanguage(absl::StrCat("the '", op.text, "' operator")));
     }
+    absl::Status deep;
+    if (!Enter(op.pos, &deep)) return deep;
+    ++chain;
     auto right = BinaryLevel(level + 1);
     if (!right.ok()) return right;
     left = Binary(ExprKind::kBinary, op, std::move(*left), std::move(*right));
   }
+  depth_ -= chain;
   return left;
 }
 
@@ -302,12 +308,9 @@ absl::StatusOr<ExprPtr> Parser::Atom() {
   if (t.text == "(" || t.text == "[") {
     const bool paren = t.text == "(";
     Next();
-    absl::Status deep;
-    if (!Enter(p, &deep)) return deep;
-    auto e = Sequence(paren ? ExprKind::kTuple : ExprKind::kList, p,
-                      paren ? ")" : "]");
-    --depth_;
-    return e;
+    // The elements' own ParseExpr counts this level of nesting.
+    return Sequence(paren ? ExprKind::kTuple : ExprKind::kList, p,
+                    paren ? ")" : "]");
   }
   if (t.text == "...") {
     Next();

@@ -10,12 +10,18 @@ namespace program {
 
 std::string SourceMessage(absl::string_view source, SourcePos pos,
                           absl::string_view what) {
-  std::string out =
-      absl::StrCat("line ", pos.line, ", column ", pos.column, ": ", what);
+  // What is said may echo the source (names, strings): keep it short.
+  constexpr size_t kMaxWhat = 512;
+  std::string out = absl::StrCat("line ", pos.line, ", column ", pos.column,
+                                 ": ", what.substr(0, kMaxWhat),
+                                 what.size() > kMaxWhat ? "..." : "");
   std::vector<absl::string_view> lines = absl::StrSplit(source, '\n');
   if (pos.line < 1 || pos.line > static_cast<int>(lines.size())) return out;
   absl::string_view line = lines[pos.line - 1];
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.find_first_not_of(" \t") == absl::string_view::npos) {
+    return out;  // a blank line: nothing to point at
+  }
   // Long lines are cut around the column so the caret stays readable.
   constexpr int kWidth = 120;
   int column = pos.column < 1 ? 1 : pos.column;

@@ -5,14 +5,14 @@
 # build-fuzz/corpus/<target>/; a crash leaves its input in
 # build-fuzz/crashes/ and fails the script (turn it into a unit test).
 # Usage: scripts/fuzz.sh [SECONDS] [TARGET...]
-#   (targets: spec_mesh npy job_spec kwargs manifest)
+#   (targets: spec_mesh npy job_spec kwargs manifest program)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 seconds=${1:-15}
 shift || true
 targets=("$@")
-((${#targets[@]})) || targets=(spec_mesh npy job_spec kwargs manifest)
+((${#targets[@]})) || targets=(spec_mesh npy job_spec kwargs manifest program)
 
 launcher=()
 if command -v ccache >/dev/null; then

@@ -79,8 +79,8 @@ absl::StatusOr<v1::PlanResponse> ReportPlan(const JobPlan& plan) {
     if (!program) {
       absl::StrAppend(&text, "  ", p->role(), "  ",
                       plan.out_specs[o].ToString(),
-                      "  (shape known when it runs: native functions "
-                      "declare no shape function yet)\n");
+                      "  (shape known when it runs: the function declares "
+                      "no shape program)\n");
       continue;
     }
     const program::ValueType& t =

@@ -13,8 +13,9 @@
 
 namespace shardmap {
 
-// Output shapes and costs are known for expression programs; for a native
-// function they are reported as unknown (-1) and the text says so.
+// Output shapes and costs come from plan.program: the expression program,
+// or a native function's shape program; without one they are reported as
+// unknown (-1) and the text says so.
 absl::StatusOr<v1::PlanResponse> ReportPlan(const JobPlan& plan);
 
 }  // namespace shardmap

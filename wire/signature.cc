@@ -217,4 +217,9 @@ Signature& Signature::Doc(std::string doc) {
   return *this;
 }
 
+Signature& Signature::ShapeProgram(std::string source) {
+  proto_.set_shape_program(std::move(source));
+  return *this;
+}
+
 }  // namespace shardmap

@@ -44,6 +44,8 @@ class Signature {
   Signature& DTypes(std::vector<DType> dtypes);
   Signature& SameDType();
   Signature& Doc(std::string doc);
+  // The function's shape program (FunctionSignature.shape_program).
+  Signature& ShapeProgram(std::string source);
   // The jax.lax collective the function performs (see common.proto).
   Signature& Collective(std::string op);
   // A state slot the function reads (and, with `write`, updates).

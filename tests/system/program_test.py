@@ -210,6 +210,46 @@ class ProgramTest(harness.ClusterTestCase):
         self.assertIn("+", out)  # the block pictures
         self.assertIn("0,1", out)  # output 0 is replicated over 'model'
 
+    def test_plan_of_builtins_matches_what_they_return(self):
+        """Each built-in's shape program gives the shape and dtype the
+        function really returns."""
+        x = RNG.standard_normal((8, 4)).astype(np.float32)
+        i = RNG.integers(-9, 9, (8, 4)).astype(np.int32)
+        w = RNG.standard_normal((4, 6)).astype(np.float32)
+        cases = [
+            ("identity", [x], "P('x')", "{}", "P('x')"),
+            ("add", [i, i], "P('x')", "{}", "P('x')"),
+            ("relu", [x], "P(None, 'y')", "{}", "P(None, 'y')"),
+            ("matmul", [x, w], "P('x', None)", "{}", "P('x', None)"),
+            ("sum", [i], "P('x')", '{"axis": 1, "keepdims": true}', "P('x')"),
+            ("psum", [x], "P('x', 'y')", '{"axes": "y"}', "P('x')"),
+            ("all_gather", [x], "P(('x', 'y'))",
+             '{"axes": ["x", "y"], "axis": 1}', "P()"),
+            ("psum_scatter", [x], "P()",
+             '{"axes": "x", "scatter_dimension": 0, "tiled": true}',
+             "P('x')"),
+            ("all_to_all", [x], "P('x')",
+             '{"axes": "y", "split_axis": 1, "concat_axis": 0}', "P('x')"),
+            ("global_sum", [i], "P('x')", '{"axes": ["x", "y"]}', "P()"),
+            ("axis_index", [], "P()", '{"axes": "y"}', "P('y')"),
+        ]
+        for fn, arrays, in_spec, kwargs, out_spec in cases:
+            with self.subTest(fn=fn):
+                flags = ["--mesh", "x=2,y=2", "--fn", fn, "--kwargs", kwargs,
+                         "--out-spec", out_spec, "--no-check-rep"]
+                for a in arrays:
+                    flags += ["--arg", self.file(a)]
+                if arrays:
+                    flags += ["--in-spec", in_spec]
+                code, out, err = self.ctl(self.c, "plan", *flags, "--json")
+                self.assertEqual(code, 0, err)
+                planned = json.loads(out)["outputs"][0]
+                (got,) = self.run_job(*flags)
+                self.assertEqual(planned["shape"], list(got.shape))
+                self.assertEqual(planned["dtype"], str(got.dtype))
+                self.assertGreaterEqual(json.loads(out)["per_device"]["flops"],
+                                        0)
+
 
 class RegisteredProgramTest(harness.ClusterTestCase):
     """Programs registered by name on a coordinator with a data

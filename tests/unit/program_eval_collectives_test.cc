@@ -92,7 +92,7 @@ class FakeCollectives : public Collectives {
     } else {
       shape.insert(shape.begin() + axis, n_);
     }
-    Tensor out(DType::kFloat32, shape);
+    Tensor out(shardmap::DType::kFloat32, shape);
     int64_t outer = 1;
     for (int64_t d = 0; d < axis; ++d) outer *= x.shape()[d];
     const int64_t inner = outer == 0 ? 0 : x.num_elements() / outer;
@@ -112,7 +112,7 @@ class FakeCollectives : public Collectives {
       return absl::UnimplementedError("fake: tiled only");
     Shape shape = x.shape();
     shape[dim] /= n_;
-    Tensor out(DType::kFloat32, shape);
+    Tensor out(shardmap::DType::kFloat32, shape);
     int64_t outer = 1;
     for (int64_t d = 0; d < dim; ++d) outer *= x.shape()[d];
     const int64_t chunk = out.num_elements() / outer;
@@ -130,7 +130,7 @@ class FakeCollectives : public Collectives {
     for (auto [src, dst] : perm) {
       if (dst == rank_) return std::move((*all)[src]);
     }
-    return Tensor(DType::kFloat32, x.shape());
+    return Tensor(shardmap::DType::kFloat32, x.shape());
   }
   absl::StatusOr<Tensor> AllToAll(const Tensor&, const MeshAxes&, int64_t,
                                   int64_t, bool) override {
@@ -195,8 +195,8 @@ TEST(ProgramEvalCollectives, EveryCollectiveOverFourThreadsEqualsOneProcess) {
   std::mt19937 rng(21);
   std::vector<Tensor> xs;
   for (int r = 0; r < kN; ++r)
-    xs.push_back(RandomTensor(DType::kFloat32, {4, 3}, rng));
-  const Tensor wt = RandomTensor(DType::kFloat32, {3, 8}, rng);
+    xs.push_back(RandomTensor(shardmap::DType::kFloat32, {4, 3}, rng));
+  const Tensor wt = RandomTensor(shardmap::DType::kFloat32, {3, 8}, rng);
 
   Hub hub(kN);
   std::vector<absl::StatusOr<std::vector<Tensor>>> results(kN);
@@ -268,7 +268,7 @@ TEST(ProgramEvalCollectives, AResultOfTheWrongShapeIsRefused) {
   Hub hub(1);
   FakeCollectives c(hub, 0, 1);
   std::vector<Tensor> args;
-  args.emplace_back(DType::kFloat32, Shape{4, 3});
+  args.emplace_back(shardmap::DType::kFloat32, Shape{4, 3});
   absl::StatusOr<std::vector<Tensor>> out = Evaluate(p, std::move(args), &c);
   EXPECT_EQ(out.status().code(), absl::StatusCode::kInternal);
   EXPECT_NE(out.status().message().find("instruction 1 (all_gather"),

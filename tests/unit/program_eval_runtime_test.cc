@@ -23,7 +23,7 @@ std::vector<Tensor> Args(std::vector<Shape> shapes) {
   std::mt19937 rng(7);
   std::vector<Tensor> args;
   for (Shape& s : shapes) {
-    args.push_back(RandomTensor(DType::kFloat32, std::move(s), rng));
+    args.push_back(RandomTensor(shardmap::DType::kFloat32, std::move(s), rng));
   }
   return args;
 }
@@ -56,6 +56,23 @@ TEST(ProgramEvalRuntime, AFusedChainHoldsNoWholeArrayTemporaries) {
       StatusIs(Evaluate(Chain(shape), Args({shape}), nullptr, plain).status(),
                absl::StatusCode::kResourceExhausted,
                {"instruction", "over the program's limit of 1048576"}));
+}
+
+TEST(ProgramEvalRuntime, AFoldedTransposeIsNeverMaterialized) {
+  // x.T @ r, the data-parallel gradient's shape: x is 2 MB.
+  ProgramBuilder b;
+  const int x = b.Param(kF32, {1000, 500});
+  const int r = b.Param(kF32, {1000});
+  const Program p = b.Build(b.MatMul(b.Transpose(x, {1, 0}), r));
+  EvalOptions fused;
+  fused.max_bytes = 1 << 20;
+  auto out = Evaluate(p, Args({{1000, 500}, {1000}}), nullptr, fused);
+  EXPECT_TRUE(out.ok()) << out.status();
+  EvalOptions plain = fused;
+  plain.fuse = false;
+  EXPECT_TRUE(StatusIs(
+      Evaluate(p, Args({{1000, 500}, {1000}}), nullptr, plain).status(),
+      absl::StatusCode::kResourceExhausted, {"(transpose"}));
 }
 
 TEST(ProgramEvalRuntime, ValuesAreFreedAfterTheirLastUse) {
@@ -113,7 +130,7 @@ TEST(ProgramEvalRuntime, ArgumentsMustMatchTheParameters) {
                        absl::StatusCode::kInvalidArgument,
                        {"argument 1 is float32[3]", "checked for int32[3]"}));
   std::vector<Tensor> args = Args({{3, 2}});
-  args.emplace_back(DType::kInt32, Shape{3});
+  args.emplace_back(shardmap::DType::kInt32, Shape{3});
   EXPECT_TRUE(StatusIs(Evaluate(p, std::move(args), nullptr).status(),
                        absl::StatusCode::kInvalidArgument,
                        {"argument 0 is float32[3,2]"}));
@@ -166,7 +183,7 @@ TEST(ProgramEvalRuntime, MalformedProgramsAreRefusedBeforeRunning) {
     const int x = b.Param(ElemType::kInt32, {3});
     b.Emit(OpCode::kExp, {x}, {ElemType::kInt32, {3}, {}});
     std::vector<Tensor> args;
-    args.emplace_back(DType::kInt32, Shape{3});
+    args.emplace_back(shardmap::DType::kInt32, Shape{3});
     EXPECT_TRUE(
         StatusIs(Evaluate(b.Build(1), std::move(args), nullptr).status(),
                  absl::StatusCode::kInvalidArgument,
@@ -208,6 +225,90 @@ TEST(ProgramEvalRuntime, OutputsMayRepeatOrBeArgumentsOrReshapes) {
   for (int k = 0; k < 3; ++k) {
     EXPECT_EQ(std::memcmp((*out)[k].data(), copy.data(), copy.num_bytes()), 0);
   }
+}
+
+// Random damage to valid programs (operands, shapes, elems, attributes):
+// every run ends with a status, never a crash (run under ASan/UBSan too).
+TEST(ProgramEvalRuntime, DamagedProgramsNeverCrash) {
+  std::vector<Program> seeds;
+  seeds.push_back(Chain({3, 4}));
+  {
+    ProgramBuilder b;
+    const int x = b.Param(kF32, {2, 3, 4});
+    const int y = b.Param(kF32, {4, 2});
+    const int m = b.MatMul(b.Transpose(x, {1, 0, 2}), y);
+    const int s = b.Slice(m, {0, 1, 0}, {3, 2, 2}, {2, 1, 1});
+    const int c = b.Concatenate({s, s}, 1);
+    const int r = b.Reduce(OpCode::kArgMax, b.Reshape(c, {2, 2, 2}), {2}, true,
+                           ElemType::kInt32);
+    const int t = b.Reduce(OpCode::kMean, b.BroadcastTo(y, {3, 4, 2}), {0, 2},
+                           false, kF32);
+    const int w = b.Elementwise(
+        OpCode::kSelect, {b.Binary(OpCode::kGt, t, b.Constant(kF32, {}, 0)), t,
+                          b.Convert(b.Iota(ElemType::kInt32, 4, 0, 1), kF32)});
+    b.Output(r);
+    seeds.push_back(b.Build(w));
+  }
+  std::mt19937 rng(99);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  int ran = 0;
+  for (int round = 0; round < 3000; ++round) {
+    Program p = seeds[round % seeds.size()];
+    for (int k = pick(1, 3); k > 0; --k) {
+      Instr& in = p.instrs[pick(0, p.instrs.size() - 1)];
+      switch (pick(0, 6)) {
+        case 0:
+          if (!in.operands.empty()) {
+            in.operands[pick(0, in.operands.size() - 1)] =
+                pick(-1, p.instrs.size());
+          }
+          break;
+        case 1:
+          if (!in.type.shape.empty()) {
+            in.type.shape[pick(0, in.type.shape.size() - 1)] = pick(-1, 6);
+          } else {
+            in.type.shape.push_back(pick(0, 3));
+          }
+          break;
+        case 2:
+          in.type.elem = static_cast<ElemType>(pick(0, 4));
+          break;
+        case 3:
+          in.attrs.axes = {pick(-1, 3), pick(-1, 3)};
+          break;
+        case 4:
+          in.attrs.perm = {pick(-1, 3), pick(-1, 3), pick(-1, 3)};
+          in.attrs.axis = pick(-1, 3);
+          break;
+        case 5:
+          for (auto* v :
+               {&in.attrs.starts, &in.attrs.limits, &in.attrs.strides}) {
+            if (!v->empty()) (*v)[pick(0, v->size() - 1)] = pick(-2, 6);
+          }
+          break;
+        default:
+          in.op = static_cast<OpCode>(
+              pick(0, static_cast<int>(OpCode::kBroadcast)));
+      }
+    }
+    std::vector<Tensor> args;
+    for (const ValueType& t : p.params) {
+      absl::StatusOr<Tensor> a = Tensor::Create(t.elem == ElemType::kFloat64
+                                                    ? shardmap::DType::kFloat64
+                                                    : shardmap::DType::kFloat32,
+                                                t.shape, 1 << 20);
+      if (!a.ok()) break;
+      std::memset(a->data(), 0, a->num_bytes());
+      args.push_back(*std::move(a));
+    }
+    EvalOptions options;
+    options.fuse = round % 2 == 0;
+    options.max_bytes = 16 << 20;
+    ran += Evaluate(p, std::move(args), nullptr, options).ok();
+  }
+  EXPECT_GT(ran, 0);  // some damage is harmless (e.g. a changed axis)
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "program/eval_value.h"
 #include "program/evaluator.h"
 #include "tests/unit/program_builder.h"
 #include "tests/unit/program_numpy.h"
@@ -16,21 +17,7 @@ namespace shardmap {
 namespace program {
 namespace {
 
-DType D(ElemType e) {
-  switch (e) {
-    case ElemType::kFloat64:
-      return DType::kFloat64;
-    case ElemType::kInt64:
-      return DType::kInt64;
-    case ElemType::kFloat32:
-      return DType::kFloat32;
-    default:
-      return DType::kInt32;
-  }
-}
-
-constexpr ElemType kAll[] = {ElemType::kFloat32, ElemType::kFloat64,
-                             ElemType::kInt32, ElemType::kInt64};
+shardmap::DType D(ElemType e) { return StorageOf(e); }
 
 std::string PyTuple(const std::vector<int64_t>& v) {
   return absl::StrCat("(", absl::StrJoin(v, ", "), v.size() == 1 ? ",)" : ")");
@@ -112,6 +99,54 @@ TEST(ProgramEvaluatorShapes, MatmulOfEveryRankEqualsNumpy) {
                 b.Build(b.MatMul(x, y)), std::move(args), "a[0] @ a[1]",
                 e == ElemType::kFloat32 ? 1e-5 : 1e-12,
                 e == ElemType::kFloat32 ? 1e-3 : 1e-10);
+    }
+  }
+  batch.Check();
+}
+
+// A 2-D transpose used only by a matmul is folded into it (fused mode);
+// unfused it is materialized: both equal numpy.
+TEST(ProgramEvaluatorShapes, MatmulOfTransposedOperandsEqualsNumpy) {
+  std::mt19937 rng(15);
+  NumpyBatch batch;
+  for (ElemType e : {ElemType::kFloat32, ElemType::kInt64}) {
+    const double rtol = e == ElemType::kFloat32 ? 1e-5 : 0;
+    const double atol = e == ElemType::kFloat32 ? 1e-3 : 0;
+    auto args = [&](std::vector<Shape> shapes) {
+      std::vector<Tensor> out;
+      for (Shape& s : shapes) out.push_back(RandomTensor(D(e), s, rng, -5, 5));
+      return out;
+    };
+    {
+      ProgramBuilder b;
+      const int x = b.Param(e, {70, 40}), y = b.Param(e, {70, 30});
+      batch.Add("x.T @ y", b.Build(b.MatMul(b.Transpose(x, {1, 0}), y)),
+                args({{70, 40}, {70, 30}}), "a[0].T @ a[1]", rtol, atol);
+    }
+    {
+      ProgramBuilder b;
+      const int x = b.Param(e, {40, 70}), y = b.Param(e, {30, 70});
+      batch.Add("x @ y.T", b.Build(b.MatMul(x, b.Transpose(y, {1, 0}))),
+                args({{40, 70}, {30, 70}}), "a[0] @ a[1].T", rtol, atol);
+    }
+    {  // Both sides the same transpose, and a vector.
+      ProgramBuilder b;
+      const int x = b.Param(e, {9, 9}), v = b.Param(e, {9});
+      const int t = b.Transpose(x, {1, 0});
+      const int m = b.MatMul(t, t);
+      batch.Add("x.T @ x.T @ v", b.Build(b.MatMul(m, v)), args({{9, 9}, {9}}),
+                "a[0].T @ a[0].T @ a[1]", rtol, atol);
+    }
+    {  // A transpose with another user is not folded.
+      ProgramBuilder b;
+      const int x = b.Param(e, {6, 4}), r = b.Param(e, {6});
+      const int t = b.Transpose(x, {1, 0});
+      const int g = b.MatMul(t, r);
+      batch.Add(
+          "x.T @ r + sum(x.T)",
+          b.Build(b.Binary(OpCode::kAdd, g,
+                           b.Reduce(OpCode::kReduceSum, t, {1}, false, e))),
+          args({{6, 4}, {6}}), "a[0].T @ a[1] + a[0].T.sum(1)", rtol, atol);
     }
   }
   batch.Check();

@@ -17,21 +17,7 @@ namespace shardmap {
 namespace program {
 namespace {
 
-constexpr ElemType kAll[] = {ElemType::kFloat32, ElemType::kFloat64,
-                             ElemType::kInt32, ElemType::kInt64};
-
-DType D(ElemType e) {
-  switch (e) {
-    case ElemType::kFloat64:
-      return DType::kFloat64;
-    case ElemType::kInt64:
-      return DType::kInt64;
-    case ElemType::kFloat32:
-      return DType::kFloat32;
-    default:
-      return DType::kInt32;
-  }
-}
+shardmap::DType D(ElemType e) { return StorageOf(e); }
 
 bool IsFloat(ElemType e) {
   return e == ElemType::kFloat32 || e == ElemType::kFloat64;
@@ -187,8 +173,8 @@ TEST(ProgramEvaluator, IntegerPowerOfANegativeExponentTruncates) {
   const int x = b.Param(ElemType::kInt32, {5});
   const int y = b.Param(ElemType::kInt32, {5});
   std::vector<Tensor> args;
-  args.emplace_back(DType::kInt32, Shape{5});
-  args.emplace_back(DType::kInt32, Shape{5});
+  args.emplace_back(shardmap::DType::kInt32, Shape{5});
+  args.emplace_back(shardmap::DType::kInt32, Shape{5});
   const int32_t base[] = {1, -1, -1, 2, 0}, exponent[] = {-3, -3, -2, -1, -1};
   std::copy_n(base, 5, args[0].data_as<int32_t>());
   std::copy_n(exponent, 5, args[1].data_as<int32_t>());
@@ -213,8 +199,8 @@ TEST(ProgramEvaluator, LogicalOpsOnBoolAndIntegers) {
     const int py = b.Binary(OpCode::kLt, y, zero);
     const int r = b.Unary(OpCode::kNot, b.Binary(op, px, py));
     std::vector<Tensor> args;
-    args.push_back(RandomTensor(DType::kFloat32, {3, 5}, rng));
-    args.push_back(RandomTensor(DType::kFloat32, {5}, rng));
+    args.push_back(RandomTensor(shardmap::DType::kFloat32, {3, 5}, rng));
+    args.push_back(RandomTensor(shardmap::DType::kFloat32, {5}, rng));
     batch.Add(absl::StrCat("bool ", OpName(op)), b.Build(r), std::move(args),
               absl::StrCat("~((a[0] > 0) ", fn, " (a[1] < 0))"));
     for (ElemType e : {ElemType::kInt32, ElemType::kInt64}) {
@@ -236,7 +222,7 @@ TEST(ProgramEvaluator, LogicalOpsOnBoolAndIntegers) {
   const int q = b.Binary(OpCode::kLt, x, b.Constant(ElemType::kInt32, {}, 2));
   const int r = b.Binary(OpCode::kAdd, b.Binary(OpCode::kMul, p, q), p);
   std::vector<Tensor> args;
-  args.push_back(RandomTensor(DType::kInt32, {8}, rng));
+  args.push_back(RandomTensor(shardmap::DType::kInt32, {8}, rng));
   batch.Add("bool add/mul", b.Build(r), std::move(args),
             "((a[0] > 0) * (a[0] < 2)) + (a[0] > 0)");
   batch.Check();
@@ -274,7 +260,7 @@ TEST(ProgramEvaluator, ConvertAndSelectEqualNumpy) {
     const int cond =
         b.Binary(OpCode::kGt, c, b.Constant(ElemType::kFloat32, {}, 0));
     std::vector<Tensor> args;
-    args.push_back(RandomTensor(DType::kFloat32, {4, 1}, rng));
+    args.push_back(RandomTensor(shardmap::DType::kFloat32, {4, 1}, rng));
     args.push_back(RandomTensor(D(e), {4, 6}, rng, -9, 9));
     args.push_back(RandomTensor(D(e), {6}, rng, -9, 9));
     batch.Add(absl::StrCat("where ", ElemTypeName(e)),

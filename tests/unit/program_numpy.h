@@ -27,24 +27,28 @@
 namespace shardmap {
 namespace program {
 
+// The elems that cross the wire.
+inline constexpr ElemType kAll[] = {ElemType::kFloat32, ElemType::kFloat64,
+                                    ElemType::kInt32, ElemType::kInt64};
+
 // Uniform values in [lo, hi] (integers: whole numbers).
-inline Tensor RandomTensor(DType dtype, Shape shape, std::mt19937& rng,
-                           double lo = -3, double hi = 3) {
+inline Tensor RandomTensor(shardmap::DType dtype, Shape shape,
+                           std::mt19937& rng, double lo = -3, double hi = 3) {
   Tensor t(dtype, std::move(shape));
   std::uniform_real_distribution<double> u(lo, hi);
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     const double v = u(rng);
     switch (dtype) {
-      case DType::kFloat32:
+      case shardmap::DType::kFloat32:
         t.data_as<float>()[i] = static_cast<float>(v);
         break;
-      case DType::kFloat64:
+      case shardmap::DType::kFloat64:
         t.data_as<double>()[i] = v;
         break;
-      case DType::kInt32:
+      case shardmap::DType::kInt32:
         t.data_as<int32_t>()[i] = static_cast<int32_t>(std::lround(v));
         break;
-      case DType::kInt64:
+      case shardmap::DType::kInt64:
         t.data_as<int64_t>()[i] = std::llround(v);
         break;
     }
@@ -54,13 +58,13 @@ inline Tensor RandomTensor(DType dtype, Shape shape, std::mt19937& rng,
 
 inline double ElementAt(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::kFloat32:
+    case shardmap::DType::kFloat32:
       return t.data_as<float>()[i];
-    case DType::kFloat64:
+    case shardmap::DType::kFloat64:
       return t.data_as<double>()[i];
-    case DType::kInt32:
+    case shardmap::DType::kInt32:
       return t.data_as<int32_t>()[i];
-    case DType::kInt64:
+    case shardmap::DType::kInt64:
       return static_cast<double>(t.data_as<int64_t>()[i]);
   }
   return 0;

@@ -91,19 +91,24 @@ Result SumKernel(const CallContext&, std::vector<Tensor>& args,
 
 void RegisterBuiltins(FunctionRegistry& registry) {
   MustRegister(registry,
-               Signature("identity", 1).DTypes(NumericDTypes()).Doc("x"),
+               Signature("identity", 1)
+                   .DTypes(NumericDTypes())
+                   .Doc("x")
+                   .ShapeProgram("lambda x: x"),
                IdentityKernel);
   MustRegister(registry,
                Signature("add", 2)
                    .DTypes(NumericDTypes())
                    .SameDType()
-                   .Doc("x + y, with numpy broadcasting"),
+                   .Doc("x + y, with numpy broadcasting")
+                   .ShapeProgram("lambda x, y: x + y"),
                AddKernel);
   MustRegister(registry,
                Signature("mul", 2)
                    .DTypes(NumericDTypes())
                    .SameDType()
-                   .Doc("x * y, with numpy broadcasting"),
+                   .Doc("x * y, with numpy broadcasting")
+                   .ShapeProgram("lambda x, y: x * y"),
                MulKernel);
   MustRegister(registry,
                Signature("scale", 1)
@@ -115,13 +120,15 @@ void RegisterBuiltins(FunctionRegistry& registry) {
   MustRegister(registry,
                Signature("relu", 1)
                    .DTypes(NumericDTypes())
-                   .Doc("max(x, 0) elementwise; NaN stays NaN"),
+                   .Doc("max(x, 0) elementwise; NaN stays NaN")
+                   .ShapeProgram("lambda x: relu(x)"),
                ReluKernel);
   MustRegister(registry,
                Signature("matmul", 2)
                    .DTypes(NumericDTypes())
                    .SameDType()
-                   .Doc("a @ b for a and b of rank 1 or 2, as numpy"),
+                   .Doc("a @ b for a and b of rank 1 or 2, as numpy")
+                   .ShapeProgram("lambda a, b: a @ b"),
                MatmulKernel);
   MustRegister(registry,
                Signature("sum", 1)
@@ -130,7 +137,9 @@ void RegisterBuiltins(FunctionRegistry& registry) {
                    .Kwarg("keepdims", "boolean", "false",
                           "keep reduced axes with size 1")
                    .DTypes(NumericDTypes())
-                   .Doc("sum of x over axis, in x's dtype (jnp.sum)"),
+                   .Doc("sum of x over axis, in x's dtype (jnp.sum)")
+                   .ShapeProgram("lambda x: jnp.sum(x, axis={axis}, "
+                                 "keepdims={keepdims})"),
                SumKernel);
 }
 

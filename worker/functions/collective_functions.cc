@@ -126,69 +126,90 @@ Signature Collective(const char* name, int arity, const char* op) {
 
 void RegisterCollectiveBuiltins(FunctionRegistry& registry) {
   MustRegister(registry,
-               Collective("psum", 1, "psum").Doc("jax.lax.psum(x, axes)"),
+               Collective("psum", 1, "psum")
+                   .Doc("jax.lax.psum(x, axes)")
+                   .ShapeProgram("lambda x: psum(x, {axes})"),
                ReduceKernel<&Communicator::Psum>("psum"));
   MustRegister(registry,
                Collective("pmean", 1, "psum")
                    .Doc("jax.lax.pmean(x, axes); integers give float32"),
                ReduceKernel<&Communicator::Pmean>("pmean"));
   MustRegister(registry,
-               Collective("pmax", 1, "psum").Doc("jax.lax.pmax(x, axes)"),
+               Collective("pmax", 1, "psum")
+                   .Doc("jax.lax.pmax(x, axes)")
+                   .ShapeProgram("lambda x: pmax(x, {axes})"),
                ReduceKernel<&Communicator::Pmax>("pmax"));
   MustRegister(registry,
-               Collective("pmin", 1, "psum").Doc("jax.lax.pmin(x, axes)"),
+               Collective("pmin", 1, "psum")
+                   .Doc("jax.lax.pmin(x, axes)")
+                   .ShapeProgram("lambda x: pmin(x, {axes})"),
                ReduceKernel<&Communicator::Pmin>("pmin"));
   MustRegister(
       registry,
       Collective("all_gather", 1, "all_gather")
           .Kwarg("axis", "integer", "0", "where the blocks go")
           .Kwarg("tiled", "boolean", "false", "concatenate instead of stacking")
-          .Doc("jax.lax.all_gather(x, axes, axis=, tiled=)"),
+          .Doc("jax.lax.all_gather(x, axes, axis=, tiled=)")
+          .ShapeProgram("lambda x: all_gather(x, {axes}, axis={axis}, "
+                        "tiled={tiled})"),
       AllGatherKernel);
-  MustRegister(registry,
-               Collective("psum_scatter", 1, "psum_scatter")
-                   .Kwarg("scatter_dimension", "integer", "0",
-                          "the dimension split among the group")
-                   .Kwarg("tiled", "boolean", "false",
-                          "keep the dimension instead of removing it")
-                   .Doc("jax.lax.psum_scatter(x, axes, scatter_dimension=, "
-                        "tiled=)"),
-               PsumScatterKernel);
+  MustRegister(
+      registry,
+      Collective("psum_scatter", 1, "psum_scatter")
+          .Kwarg("scatter_dimension", "integer", "0",
+                 "the dimension split among the group")
+          .Kwarg("tiled", "boolean", "false",
+                 "keep the dimension instead of removing it")
+          .Doc("jax.lax.psum_scatter(x, axes, scatter_dimension=, "
+               "tiled=)")
+          .ShapeProgram("lambda x: psum_scatter(x, {axes}, scatter_dimension="
+                        "{scatter_dimension}, tiled={tiled})"),
+      PsumScatterKernel);
   MustRegister(registry,
                Collective("ppermute", 1, "ppermute")
                    .Kwarg("perm", "int_pairs",
                           "[[source, destination], ...] group indices")
                    .Doc("jax.lax.ppermute(x, axes, perm); non-destinations "
-                        "get zeros"),
+                        "get zeros")
+                   .ShapeProgram("lambda x: ppermute(x, {axes}, {perm})"),
                PpermuteKernel);
-  MustRegister(registry,
-               Collective("all_to_all", 1, "all_to_all")
-                   .Kwarg("split_axis", "integer", "the dimension split up")
-                   .Kwarg("concat_axis", "integer", "where pieces are joined")
-                   .Kwarg("tiled", "boolean", "false",
-                          "keep the rank instead of swapping the dimension")
-                   .Doc("jax.lax.all_to_all(x, axes, split_axis, "
-                        "concat_axis, tiled=)"),
-               AllToAllKernel);
+  MustRegister(
+      registry,
+      Collective("all_to_all", 1, "all_to_all")
+          .Kwarg("split_axis", "integer", "the dimension split up")
+          .Kwarg("concat_axis", "integer", "where pieces are joined")
+          .Kwarg("tiled", "boolean", "false",
+                 "keep the rank instead of swapping the dimension")
+          .Doc("jax.lax.all_to_all(x, axes, split_axis, "
+               "concat_axis, tiled=)")
+          .ShapeProgram("lambda x: all_to_all(x, {axes}, {split_axis}, "
+                        "{concat_axis}, tiled={tiled})"),
+      AllToAllKernel);
   MustRegister(registry,
                Signature("axis_index", 0)
                    .Collective("axes")
                    .Kwarg("axes", "axes", "mesh axis name or list of names")
-                   .Doc("jax.lax.axis_index(axes) as int32 of shape [1]"),
+                   .Doc("jax.lax.axis_index(axes) as int32 of shape [1]")
+                   .ShapeProgram("lambda: axis_index({axes})[None]"),
                AxisIndexKernel);
+  MustRegister(registry,
+               Collective("matmul_psum", 2, "axes")
+                   .SameDType()
+                   .Doc("psum(x @ w, axes)")
+                   .ShapeProgram("lambda x, w: psum(x @ w, {axes})"),
+               MatmulPsumKernel);
   MustRegister(
       registry,
-      Collective("matmul_psum", 2, "axes").SameDType().Doc("psum(x @ w, axes)"),
-      MatmulPsumKernel);
-  MustRegister(registry,
-               Collective("mlp_tp", 3, "axes")
-                   .SameDType()
-                   .Doc("psum(relu(x @ w1) @ w2, axes): flax nnx's "
-                        "tensor-parallel MLP"),
-               MlpTpKernel);
+      Collective("mlp_tp", 3, "axes")
+          .SameDType()
+          .Doc("psum(relu(x @ w1) @ w2, axes): flax nnx's "
+               "tensor-parallel MLP")
+          .ShapeProgram("lambda x, w1, w2: psum(relu(x @ w1) @ w2, {axes})"),
+      MlpTpKernel);
   MustRegister(registry,
                Collective("global_sum", 1, "axes")
-                   .Doc("psum of the sum of all elements, shape [1]"),
+                   .Doc("psum of the sum of all elements, shape [1]")
+                   .ShapeProgram("lambda x: psum(jnp.sum(x)[None], {axes})"),
                GlobalSumKernel);
 }
 

@@ -1,0 +1,1 @@
+lambda x, w1, w2: psum(relu(x @ w1) @ w2, 'model')

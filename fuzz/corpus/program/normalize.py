@@ -1,0 +1,1 @@
+lambda x: x / psum(sum(x), 'data')
