@@ -18,7 +18,7 @@ job_bench itself in the same repetition; report.py pairs them).
 Prints RESULT lines as bench/report.py reads them (impl=python; run.sh
 adds rep=K).
 Usage: python_client_bench.py [--reps 3] [--workers 4] [--tiny-iters 300]
-       [--big-bytes 268435456] [--big-iters 1] [--no-cpp] [--bin-dir DIR]
+       [--big-bytes 268435456] [--big-iters 3] [--no-cpp] [--bin-dir DIR]
 """
 import argparse
 import os
@@ -103,7 +103,7 @@ def main():
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--tiny-iters", type=int, default=300)
     ap.add_argument("--big-bytes", type=int, default=256 << 20)
-    ap.add_argument("--big-iters", type=int, default=1)
+    ap.add_argument("--big-iters", type=int, default=3)
     ap.add_argument("--no-cpp", action="store_true")
     ap.add_argument("--bin-dir", default=os.environ.get(
         "SHARDMAP_BIN_DIR", os.path.join(ROOT, "build", "bin")))
