@@ -15,6 +15,7 @@
 #include <Eigen/Core>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -151,6 +152,12 @@ class ResultReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& run : runs) {
+      // iters: the timed iterations over all repetitions.
+      if (run.run_type == Run::RT_Iteration) {
+        iterations_[run.run_name.function_name] += run.iterations;
+      }
+    }
+    for (const Run& run : runs) {
       const bool single =
           run.repetitions <= 1 && run.run_type == Run::RT_Iteration;
       const bool median =
@@ -166,11 +173,14 @@ class ResultReporter : public benchmark::ConsoleReporter {
           "cpu_us=%.1f\n",
           impl, chain ? "chain10" : "mlp",
           static_cast<long long>(chain ? kChainSize * 4 : kM * kN * 4),
-          static_cast<long long>(run.iterations), run.GetAdjustedRealTime(),
+          static_cast<long long>(iterations_[name]), run.GetAdjustedRealTime(),
           run.GetAdjustedCPUTime());
       std::fflush(stdout);
     }
   }
+
+ private:
+  std::map<std::string, int64_t> iterations_;
 };
 
 }  // namespace

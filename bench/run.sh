@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/run.sh: shardmap's collectives and jobs against OpenMPI, Gloo and a
 # bare gRPC stream, measured in the same run, interleaved (shardmap, then
-# its references, then shardmap again ...), on loopback only.
+# its references, then shardmap again ...), on loopback only; and
+# expression programs (issue 13) against the same computation written
+# natively (program_bench: a fused elementwise chain, an MLP body).
 #
 #   bash bench/run.sh            # full: every size, 5 repetitions (~6 min)
 #   bash bench/run.sh --quick    # fewer sizes and iterations, 3 repetitions
@@ -38,7 +40,7 @@ while (($#)); do
     --out) OUT=$2; shift ;;
     --no-install) INSTALL=0 ;;
     --threads) MODE=threads ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown option $1 (see --help)" >&2; exit 64 ;;
   esac
   shift

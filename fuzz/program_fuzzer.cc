@@ -5,7 +5,8 @@
 // INVALID_ARGUMENT / RESOURCE_EXHAUSTED with a bounded message, never
 // crash, overflow the stack or hang; a checked program must be well
 // formed (operands before their users, typed outputs, peak within the
-// limit). Seeds in corpus/program/.
+// limit, and accepted by the evaluator's validation). Seeds in
+// corpus/program/.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "program/checker.h"
+#include "program/eval_validate.h"
 
 namespace {
 
@@ -85,6 +87,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       continue;
     }
     CheckWellFormed(*p, options.limits);
+    // What the checker accepts, the evaluator must accept too.
+    if (!ValidateProgram(*p).ok()) Fail("the evaluator refuses the program");
     if (sig->num_outputs >= 0 &&
         static_cast<size_t>(sig->num_outputs) != p->outputs.size()) {
       Fail("signature and program disagree on the outputs");

@@ -4,6 +4,7 @@
 #include "program/checker.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -248,9 +249,10 @@ absl::StatusOr<Program> CheckProgram(absl::string_view source, const Mesh& mesh,
   return checker_internal::Checker(source, mesh, options).Run(*f, args);
 }
 
-absl::Status CheckOutputReplication(
-    const Program& program, const Mesh& mesh,
-    const std::vector<PartitionSpec>& out_specs) {
+absl::Status CheckOutputReplication(const Program& program, const Mesh& mesh,
+                                    const std::vector<PartitionSpec>& out_specs,
+                                    absl::string_view function,
+                                    absl::string_view source) {
   const size_t n = program.outputs.size();
   if (out_specs.size() != 1 && out_specs.size() != n) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -258,6 +260,7 @@ absl::Status CheckOutputReplication(
         " outputs; give one per output or one for all"));
   }
   std::vector<std::string> details;
+  std::optional<size_t> first_bad;
   for (size_t k = 0; k < n; ++k) {
     const PartitionSpec& spec =
         out_specs.size() == 1 ? out_specs[0] : out_specs[k];
@@ -269,6 +272,7 @@ absl::Status CheckOutputReplication(
       if (!spec.Mentions(a.name) && vma.count(a.name)) bad.push_back(a.name);
     }
     if (bad.empty()) continue;
+    if (!first_bad.has_value()) first_bad = k;
     const std::string path =
         absl::StrCat("out_specs[", k, "] is ", spec.ToString());
     if (unmentioned.size() == 1) {
@@ -292,15 +296,25 @@ absl::Status CheckOutputReplication(
     }
   }
   if (details.empty()) return absl::OkStatus();
+  // Where the first such output is made, when the source is known.
+  std::string where;
+  const SourcePos pos = program.instrs[program.outputs[*first_bad]].pos;
+  if (!source.empty() && pos.line > 0) {
+    where = absl::StrCat("\n", SourceMessage(source, pos,
+                                             absl::StrCat("output ", *first_bad,
+                                                          " is made here")));
+  }
   return absl::InvalidArgumentError(absl::StrCat(
-      "shard_map applied to the function 'program' was given out_specs which "
+      "shard_map applied to the function '", function,
+      "' was given out_specs which "
       "require replication which can't be statically inferred given the "
       "mesh:\n\nThe mesh given has ",
       mesh.Describe(), ".\n\n", absl::StrJoin(details, "\n"),
       "\n\nCheck if these output values are meant to be replicated over those "
       "mesh axes. If not, consider revising the corresponding out_specs "
       "entries. If so, consider disabling the check by passing the "
-      "check_vma=False argument to `jax.shard_map` (--no-check-rep)."));
+      "check_vma=False argument to `jax.shard_map` (--no-check-rep).",
+      where));
 }
 
 }  // namespace program

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "program/checker_internal.h"
+#include "program/source_error.h"
 
 namespace shardmap {
 namespace program {
@@ -264,6 +265,39 @@ absl::StatusOr<Value> Checker::CallExpr(const Expr& e) {
   return Call(*fn, pos, positional, keywords);
 }
 
+absl::StatusOr<Value> Checker::SliceTuple(SourcePos pos, const Value& t,
+                                          const Value& slice) const {
+  // Python's slicing of a tuple (x.shape[1:]), forward steps only.
+  const int64_t n = static_cast<int64_t>(t.items.size());
+  int64_t b[3] = {0, n, 1};
+  for (int k = 0; k < 3; ++k) {
+    const Value& part = slice.items[k];
+    if (part.kind == Value::kNone) continue;
+    if (part.kind != Value::kInt) {
+      return Error(pos, absl::StrCat("slice bounds must be Python ints, got ",
+                                     Describe(part)));
+    }
+    b[k] = part.i;
+  }
+  if (b[2] <= 0) {
+    return Error(pos,
+                 "not part of the program language: slice steps below "
+                 "1");
+  }
+  for (int k = 0; k < 2; ++k) {
+    if (b[k] < 0) b[k] = std::max<int64_t>(b[k] + n, 0);
+    b[k] = std::min(b[k], n);
+  }
+  Value out;
+  out.kind = Value::kTuple;
+  out.is_list = t.is_list;
+  for (int64_t i = b[0]; i < b[1]; i += b[2]) {
+    out.items.push_back(t.items[i]);
+    out.nodes += t.items[i].nodes;
+  }
+  return out;
+}
+
 absl::StatusOr<Value> Checker::Eval(const Expr& e) {
   Value v;
   switch (e.kind) {
@@ -300,6 +334,14 @@ absl::StatusOr<Value> Checker::Eval(const Expr& e) {
         }
         auto x = Eval(*item);
         if (!x.ok()) return x.status();
+        v.nodes += x->nodes;
+        if (v.nodes > kMaxTupleNodes) {
+          return SourceError(
+              src_, e.pos,
+              absl::StrCat("this tuple nests more than ", kMaxTupleNodes,
+                           " values (max_tuple_nodes)"),
+              absl::StatusCode::kResourceExhausted);
+        }
         v.items.push_back(std::move(*x));
       }
       return v;
@@ -325,6 +367,9 @@ absl::StatusOr<Value> Checker::Eval(const Expr& e) {
         }
         return base->items[k];
       }
+      if (base->kind == Value::kTuple && index->kind == Value::kSlice) {
+        return SliceTuple(e.pos, *base, *index);
+      }
       return Error(e.pos, absl::StrCat("cannot index ", Describe(*base),
                                        " with ", Describe(*index)));
     }
@@ -338,6 +383,14 @@ absl::StatusOr<Value> Checker::Eval(const Expr& e) {
           b->kind == Value::kTuple) {
         if (a->items.size() + b->items.size() > kMaxTuple) {
           return Error(e.pos, absl::StrCat("tuple longer than ", kMaxTuple));
+        }
+        a->nodes += b->nodes - 1;
+        if (a->nodes > kMaxTupleNodes) {
+          return SourceError(
+              src_, e.pos,
+              absl::StrCat("this tuple nests more than ", kMaxTupleNodes,
+                           " values (max_tuple_nodes)"),
+              absl::StatusCode::kResourceExhausted);
         }
         a->items.insert(a->items.end(), b->items.begin(), b->items.end());
         return a;

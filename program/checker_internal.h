@@ -29,6 +29,10 @@ namespace checker_internal {
 // Largest rank and tuple length a program may build.
 inline constexpr int kMaxRank = 32;
 inline constexpr int kMaxTuple = 1024;
+// Values nested in one tuple, counted through every level: a tuple of
+// tuples doubles with each `t = (t, t)`, so its whole size is bounded, not
+// only its length.
+inline constexpr int64_t kMaxTupleNodes = 1 << 16;
 
 // A value while checking: an array (an instruction) or a Python-level
 // value that exists only at check time.
@@ -56,6 +60,8 @@ struct Value {
   ElemType elem = ElemType::kFloat32;
   bool is_list = false;
   std::vector<Value> items;
+  // 1 + the nodes of every item, through every level (kMaxTupleNodes).
+  int64_t nodes = 1;
 };
 
 // An argument of a call with where it was written.
@@ -185,6 +191,8 @@ class Checker {
   // checker.cc
   absl::StatusOr<Value> Eval(const Expr& e);
   absl::StatusOr<Value> Lookup(const Expr& e);
+  absl::StatusOr<Value> SliceTuple(SourcePos pos, const Value& t,
+                                   const Value& slice) const;
   absl::StatusOr<Value> Attribute(const Expr& e);
   absl::StatusOr<Value> CallExpr(const Expr& e);
   absl::StatusOr<Value> Call(

@@ -4,7 +4,8 @@
 // tile (a few KiB per value, kept in cache) into the chain's one result,
 // without a whole-array temporary per instruction. Matmuls use Eigen's
 // blocked kernels; a 2-D transpose whose only user is a matmul is read in
-// place as a transposed matrix, never copied. Values are freed after their last use.
+// place as a transposed matrix, never copied. Values are freed after their
+// last use.
 //
 // Not thread-safe per call; independent calls may run concurrently.
 #ifndef SHARDMAP_PROGRAM_EVALUATOR_H_

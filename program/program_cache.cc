@@ -60,6 +60,15 @@ absl::StatusOr<std::shared_ptr<const Program>> ProgramCache::Check(
   return program;
 }
 
+absl::StatusOr<std::shared_ptr<const Program>> CheckShared(
+    ProgramCache* cache, absl::string_view source, const Mesh& mesh,
+    const std::vector<ArgType>& args, const CheckOptions& options) {
+  if (cache != nullptr) return cache->Check(source, mesh, args, options);
+  absl::StatusOr<Program> checked = CheckProgram(source, mesh, args, options);
+  if (!checked.ok()) return checked.status();
+  return std::make_shared<const Program>(*std::move(checked));
+}
+
 size_t ProgramCache::size() const {
   absl::MutexLock lock(&mu_);
   return entries_.size();

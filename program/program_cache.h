@@ -49,6 +49,12 @@ class ProgramCache {
   Lru lru_ ABSL_GUARDED_BY(mu_);  // most recent first
 };
 
+// CheckProgram's result through `cache`, or checked afresh when `cache`
+// is null.
+absl::StatusOr<std::shared_ptr<const Program>> CheckShared(
+    ProgramCache* cache, absl::string_view source, const Mesh& mesh,
+    const std::vector<ArgType>& args, const CheckOptions& options);
+
 }  // namespace program
 }  // namespace shardmap
 

@@ -20,7 +20,7 @@ int Rank(DType t) {
     case ElemType::kFloat32:
       return t.weak ? 4 : 5;
     case ElemType::kFloat64:
-      return 6;
+      return t.weak ? 4 : 6;  // weak: a weak float made float64 (Promote)
   }
   return 0;
 }
@@ -36,9 +36,21 @@ bool IsInteger(ElemType t) {
 }
 
 DType Promote(DType a, DType b) {
-  DType r = Rank(a) >= Rank(b) ? a : b;
-  if (r.elem == ElemType::kBool || r.elem == ElemType::kInt64 ||
-      r.elem == ElemType::kFloat64) {
+  // Of two weak floats, one made float64 by an int64 wins.
+  const bool a_first = Rank(a) > Rank(b) ||
+                       (Rank(a) == Rank(b) && b.elem != ElemType::kFloat64);
+  DType r = a_first ? a : b;
+  const DType& other = a_first ? b : a;
+  // A weak float meeting an int64 array stays weak (JAX's lattice join),
+  // but is made concrete as float64: the default float of the JAX that
+  // has int64 (x64), as the built-ins `scale` and `pmean` do. A later
+  // float32 array still wins over it, as in JAX. With every other type a
+  // weak float is float32 (JAX without x64).
+  if (r.weak && r.elem == ElemType::kFloat32 && !other.weak &&
+      other.elem == ElemType::kInt64) {
+    return {ElemType::kFloat64, true};
+  }
+  if (r.elem == ElemType::kBool || r.elem == ElemType::kInt64) {
     r.weak = false;
   }
   return r;

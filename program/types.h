@@ -10,7 +10,9 @@
 // (int* and float* are the weak Python int and float), so the result type
 // of an operation is the highest of its operands'. A weak result stands
 // for JAX's default type of its kind when it must become an array:
-// int* is int32 and float* float32, as JAX without jax_enable_x64.
+// int* is int32 and float* float32, as JAX without jax_enable_x64 -
+// except that float* meeting an int64 array gives float64 (the JAX that
+// has int64 arrays is x64), as the built-ins do.
 //
 // Thread-safe: pure functions.
 #ifndef SHARDMAP_PROGRAM_TYPES_H_

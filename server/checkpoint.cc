@@ -1,5 +1,7 @@
 #include "server/checkpoint.h"
 
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
 #include <random>
 #include <set>
@@ -219,7 +221,20 @@ absl::StatusOr<std::vector<ResidentArray>> RestoreCheckpoint(
     }
     restored.push_back(std::move(a));
   }
-  for (const ResidentArray& a : restored) index.Commit(a);
+  for (const ResidentArray& a : restored) {
+    // As after a job's commit (server/resident_commit.h): the workers that
+    // still keep blocks of the versions replaced drop them.
+    for (const ResidentIndex::Superseded& old : index.Commit(a)) {
+      absl::Status s =
+          calls.DropArray(old.address, a.name, deadline, old.version);
+      if (!s.ok()) {
+        spdlog::warn(
+            "could not tell worker {} to drop '{}' blocks a restore "
+            "replaced: {}",
+            old.address, a.name, std::string(s.message()));
+      }
+    }
+  }
   return restored;
 }
 

@@ -18,9 +18,20 @@ absl::StatusOr<v1::FunctionSignature> FunctionCatalog::Resolve(
     return absl::InvalidArgumentError(
         "the job names no function: give --fn NAME or --expr SOURCE");
   }
-  if (auto f = programs_->Find(spec.function()); f.has_value()) return *f;
   absl::StatusOr<v1::FunctionSignature> native =
       pool_->FindFunction(spec.function());
+  if (auto f = programs_->Find(spec.function()); f.has_value()) {
+    if (native.ok()) {
+      // Registered before a worker brought a function of that name: which
+      // one is meant is not for the coordinator to guess.
+      return absl::FailedPreconditionError(absl::StrCat(
+          "'", spec.function(),
+          "' names both a registered program and a function of the "
+          "workers; unregister the program (shardctl unregister ",
+          spec.function(), ") or register it under another name"));
+    }
+    return *f;
+  }
   if (native.ok() || !absl::IsNotFound(native.status())) return native;
   std::vector<v1::FunctionSignature> programs = programs_->List();
   if (programs.empty()) return native;
@@ -42,6 +53,12 @@ std::vector<v1::FunctionSignature> FunctionCatalog::List() const {
 
 absl::StatusOr<v1::FunctionSignature> FunctionCatalog::Register(
     const std::string& name, const std::string& source, bool replace) {
+  if (pool_->Functions().empty()) {
+    return absl::FailedPreconditionError(
+        "no worker has registered yet, so the names of the workers' "
+        "functions are not known; register the program once the cluster "
+        "is up (shardctl status)");
+  }
   if (pool_->FindFunction(name).ok()) {
     return absl::AlreadyExistsError(
         absl::StrCat("'", name,

@@ -26,13 +26,17 @@ class FunctionCatalog {
   // The signature a job runs by: its inline program's (signature.program
   // set to the source), a registered program's, or a worker function's.
   // INVALID_ARGUMENT for both a function and a program, neither, or a
-  // program that does not parse; NOT_FOUND listing the known functions.
+  // program that does not parse; NOT_FOUND listing the known functions;
+  // FAILED_PRECONDITION when the name is both a registered program's and
+  // a worker function's.
   absl::StatusOr<v1::FunctionSignature> Resolve(const v1::JobSpec& spec) const;
 
   // Native functions first, then programs, each by name.
   std::vector<v1::FunctionSignature> List() const;
 
-  // ProgramStore::Register, refusing a built-in's name (ALREADY_EXISTS).
+  // ProgramStore::Register, refusing a worker function's name
+  // (ALREADY_EXISTS), and every name while no worker has registered
+  // (FAILED_PRECONDITION: the functions' names are not known yet).
   absl::StatusOr<v1::FunctionSignature> Register(const std::string& name,
                                                  const std::string& source,
                                                  bool replace);

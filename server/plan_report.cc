@@ -51,9 +51,9 @@ absl::StatusOr<v1::PlanResponse> ReportPlan(const JobPlan& plan) {
   r.set_function(plan.function.name());
   *r.mutable_mesh() = MeshToProto(plan.mesh);
   std::string text =
-      absl::StrCat(program ? "program " : "function ", plan.function.name(),
-                   " on mesh ", plan.mesh.ToString(), " (",
-                   plan.mesh.num_devices(), " devices)\n", "inputs\n");
+      absl::StrCat(plan.function.program().empty() ? "function " : "program ",
+                   plan.function.name(), " on mesh ", plan.mesh.ToString(),
+                   " (", plan.mesh.num_devices(), " devices)\n", "inputs\n");
   int64_t scatter = 0;
   for (size_t i = 0; i < plan.args.size(); ++i) {
     const ArgPlan& a = plan.args[i];

@@ -22,10 +22,18 @@ absl::StatusOr<v1::PlanResponse> PlanService::Plan(
   if (plan.program == nullptr && !plan.function.shape_program().empty()) {
     // A native function with a shape program: its shapes and costs are
     // those of the same computation as a program.
+    const std::string& fn = plan.function.name();
     SHARD_ASSIGN_OR_RETURN(nlohmann::json kwargs,
                            ParseKwargs(plan.kwargs_json));
     absl::StatusOr<std::string> source =
         RenderShapeProgram(plan.function.shape_program(), kwargs);
+    if (!source.ok()) {
+      return absl::InternalError(absl::StrCat(
+          fn,
+          " declares a shape program that does not fit its keyword "
+          "arguments: ",
+          source.status().message()));
+    }
     std::vector<program::ArgType> args;
     for (const ArgPlan& a : plan.args) {
       args.push_back(
@@ -34,22 +42,22 @@ absl::StatusOr<v1::PlanResponse> PlanService::Plan(
     program::CheckOptions options;
     options.check_vma = false;  // the function's own check_rep applies
     absl::StatusOr<std::shared_ptr<const program::Program>> shapes =
-        source.status();
-    if (source.ok() && programs_ != nullptr) {
-      shapes = programs_->Check(*source, plan.mesh, args, options);
-    } else if (source.ok()) {
-      absl::StatusOr<program::Program> checked =
-          program::CheckProgram(*source, plan.mesh, args, options);
-      if (checked.ok()) {
-        shapes = std::make_shared<const program::Program>(*std::move(checked));
-      } else {
-        shapes = checked.status();
-      }
-    }
+        program::CheckShared(programs_, *source, plan.mesh, args, options);
     if (!shapes.ok()) {
+      // The call's own arguments (an axis out of range, say) are the
+      // user's to fix; anything else is the shape program's fault.
+      const std::string what =
+          absl::StrCat(fn, " (as its shape program ", *source,
+                       "): ", shapes.status().message());
+      return absl::IsInvalidArgument(shapes.status())
+                 ? absl::InvalidArgumentError(what)
+                 : absl::InternalError(what);
+    }
+    if (static_cast<int>((*shapes)->outputs.size()) !=
+        plan.function.num_outputs()) {
       return absl::InternalError(absl::StrCat(
-          plan.function.name(), "'s shape program does not fit this call: ",
-          shapes.status().message()));
+          fn, " declares ", plan.function.num_outputs(),
+          " outputs but its shape program gives ", (*shapes)->outputs.size()));
     }
     plan.program = *std::move(shapes);
   }

@@ -109,16 +109,9 @@ absl::Status PlanProgram(const v1::JobSpec& spec,
   program::CheckOptions options;
   options.check_vma = plan->check_rep;
   const std::string& source = plan->function.program();
-  if (programs != nullptr) {
-    SHARD_ASSIGN_OR_RETURN(plan->program,
-                           programs->Check(source, plan->mesh, args, options));
-  } else {
-    SHARD_ASSIGN_OR_RETURN(
-        program::Program checked,
-        program::CheckProgram(source, plan->mesh, args, options));
-    plan->program =
-        std::make_shared<const program::Program>(std::move(checked));
-  }
+  SHARD_ASSIGN_OR_RETURN(
+      plan->program,
+      program::CheckShared(programs, source, plan->mesh, args, options));
   const int outputs = static_cast<int>(plan->program->outputs.size());
   plan->function.set_num_outputs(outputs);
   SHARD_ASSIGN_OR_RETURN(
@@ -135,7 +128,7 @@ absl::Status PlanProgram(const v1::JobSpec& spec,
   }
   if (plan->check_rep) {
     SHARD_RETURN_IF_ERROR(program::CheckOutputReplication(
-        *plan->program, plan->mesh, plan->out_specs));
+        *plan->program, plan->mesh, plan->out_specs, fn, source));
   }
   plan->kwargs_json = "{}";
   return absl::OkStatus();

@@ -21,6 +21,7 @@ namespace {
 constexpr int kFormat = 1;
 constexpr size_t kMaxNameLength = 128;
 constexpr uint64_t kMaxFileBytes = uint64_t{64} << 20;
+constexpr size_t kMaxPrograms = 1000;
 
 // Names as Python identifiers with dots and dashes: what a user types
 // after --fn, and nothing a shell or a file name could misread.
@@ -70,14 +71,15 @@ absl::StatusOr<std::unique_ptr<ProgramStore>> ProgramStore::Open(
       data_dir.empty() ? "" : absl::StrCat(data_dir, "/programs.json");
   std::unique_ptr<ProgramStore> store(new ProgramStore(path));
   if (path.empty()) return store;
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return store;  // nothing registered yet
-  std::stringstream text;
-  text << in.rdbuf();
-  if (text.str().size() > kMaxFileBytes) {
+  if (static_cast<uint64_t>(in.tellg()) > kMaxFileBytes) {
     return absl::DataLossError(
         absl::StrCat(path, " is larger than ", kMaxFileBytes, " bytes"));
   }
+  in.seekg(0);
+  std::stringstream text;
+  text << in.rdbuf();
   auto bad = [&](const absl::Status& s) {
     return absl::DataLossError(absl::StrCat(path, ": ", s.message()));
   };
@@ -123,6 +125,11 @@ absl::StatusOr<v1::FunctionSignature> ProgramStore::Register(
   SHARD_RETURN_IF_ERROR(ValidateProgramName(name));
   SHARD_ASSIGN_OR_RETURN(v1::FunctionSignature f, SignatureOf(name, source));
   absl::MutexLock lock(&mu_);
+  if (sources_.count(name) == 0 && sources_.size() >= kMaxPrograms) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the coordinator keeps at most ", kMaxPrograms,
+                     " programs; unregister one first"));
+  }
   if (!replace && sources_.count(name) > 0) {
     return absl::AlreadyExistsError(
         absl::StrCat("a program named '", name,

@@ -32,8 +32,9 @@ class ProgramStore {
 
   // Parses `source` and stores it. INVALID_ARGUMENT for a bad name or a
   // source that does not parse (line, column, caret); ALREADY_EXISTS if
-  // the name is registered and `replace` is false; the write's error if it
-  // cannot be kept (then nothing changes).
+  // the name is registered and `replace` is false; RESOURCE_EXHAUSTED
+  // past 1,000 programs; the write's error if it cannot be kept (then
+  // nothing changes).
   absl::StatusOr<v1::FunctionSignature> Register(const std::string& name,
                                                  const std::string& source,
                                                  bool replace);

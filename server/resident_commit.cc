@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <set>
 #include <thread>
 #include <utility>
 
@@ -69,6 +68,14 @@ absl::Status ResidentCommit::Publish(
     ids.push_back(w.id);
     addresses.push_back(w.address);
   }
+  // Where blocks of the versions replaced are still kept (by address).
+  WorkerDrops superseded;
+  auto publish = [&](ResidentArray a) {
+    const std::string name = a.name;
+    for (const ResidentIndex::Superseded& old : index_->Commit(std::move(a))) {
+      superseded[old.address].emplace_back(name, old.version);
+    }
+  };
   for (size_t o = 0; o < plan.resident_outputs.size(); ++o) {
     if (plan.StoredAs(o).empty()) continue;
     ResidentArray a;
@@ -79,7 +86,7 @@ absl::Status ResidentCommit::Publish(
     a.worker_ids = ids;
     a.addresses = addresses;
     a.version = output_versions_[o];
-    index_->Commit(std::move(a));
+    publish(std::move(a));
     outputs[o].stored_as = plan.StoredAs(o);
   }
   for (size_t i = 0; i < plan.states.size(); ++i) {
@@ -91,8 +98,15 @@ absl::Status ResidentCommit::Publish(
     a.worker_ids = ids;
     a.addresses = addresses;
     a.version = state_versions_[i];
-    index_->Commit(std::move(a));
+    publish(std::move(a));
   }
+  // Before the job is answered: a worker keeps its blocks until told, and
+  // a rebuild after a coordinator restart could otherwise serve such an
+  // older version if its holders report before the new version's
+  // (ResidentIndex::Commit). A worker that cannot be told keeps them; the
+  // write stays committed.
+  SendDrops(superseded, connector, absl::Now() + drop_timeout,
+            "that a newer version replaced");
   return absl::OkStatus();
 }
 
@@ -114,25 +128,32 @@ void ResidentCommit::RollBack(const std::vector<WorkerPool::Worker>& workers,
   // Every worker of the job, whether it confirmed or not: one whose answer
   // was lost may have applied the writes all the same. A worker that does
   // not hold a version ignores the drop.
-  std::set<std::string> addresses;
-  for (const WorkerPool::Worker& w : workers) addresses.insert(w.address);
-  const absl::Time deadline = absl::Now() + timeout;
+  WorkerDrops drops;
+  for (const WorkerPool::Worker& w : workers) drops[w.address] = written;
+  // A failure is harmless unless the coordinator restarts before the
+  // worker's next write of the name: the index rebuild then prefers the
+  // newest version complete on every device.
+  SendDrops(drops, connector, absl::Now() + timeout,
+            "of a job that was not committed");
+}
+
+void ResidentCommit::SendDrops(const WorkerDrops& drops,
+                               WorkerConnector& connector, absl::Time deadline,
+                               const std::string& what) {
   const LogContext log_context = CurrentLogContext();
   std::vector<std::thread> calls;
-  for (const std::string& address : addresses) {
-    calls.emplace_back([&, address] {
+  for (const auto& [address, blocks] : drops) {
+    calls.emplace_back([&, address = address, blocks = &blocks] {
       ScopedLogContext in_thread(log_context);
-      for (const auto& [name, version] : written) {
+      for (const auto& [name, version] : *blocks) {
         absl::Status s =
             connector.DropVersion(address, name, version, deadline);
         if (!s.ok()) {
-          // Harmless unless the coordinator restarts before the worker's
-          // next write of the name: the index rebuild then prefers the
-          // newest version complete on every device.
-          spdlog::warn(
-              "could not tell worker {} to drop '{}' version {} of a job "
-              "that was not committed: {}",
-              address, name, version, std::string(s.message()));
+          spdlog::warn("could not tell worker {} to drop '{}' {} {}: {}",
+                       address, name,
+                       version == 0 ? std::string("(every version)")
+                                    : absl::StrCat("version ", version),
+                       what, std::string(s.message()));
         }
       }
     });

@@ -9,14 +9,19 @@
 // exactly those versions (DropArray with a version): the workers that did
 // apply them must not keep, in memory or in their --state-dir, a version
 // the index never had, or a rebuild after a coordinator restart could
-// take it for the newest (docs/RELIABILITY.md).
+// take it for the newest (docs/RELIABILITY.md). Once published, the
+// workers that still keep blocks of the versions replaced elsewhere than
+// beside the new ones are told to drop them before the job is answered,
+// for the same reason.
 //
 // Thread-compatible: one per job.
 #ifndef SHARDMAP_SERVER_RESIDENT_COMMIT_H_
 #define SHARDMAP_SERVER_RESIDENT_COMMIT_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -56,7 +61,12 @@ class ResidentCommit {
 
   // After the commit decision went out: `ended[d]` is device d's final
   // status. If every device confirmed, publishes the new versions in the
-  // index and marks the stored outputs in `outputs`. Otherwise publishes
+  // index, marks the stored outputs in `outputs`, and has `connector`
+  // tell the workers that still keep blocks of the versions replaced
+  // (ResidentIndex::Commit: former holders of an array the job placed on
+  // other workers) to drop them, all at once, each call bounded by
+  // `drop_timeout`; a worker that cannot be told is logged and the job
+  // stays committed. Otherwise publishes
   // nothing, has `connector` tell each of `workers` (each call bounded by
   // `drop_timeout`, all at once) to drop the versions, and returns the
   // first unconfirmed device's error, annotated "job J is not committed:
@@ -71,9 +81,19 @@ class ResidentCommit {
  private:
   ResidentCommit(const JobPlan& plan, ResidentIndex* index)
       : plan_(&plan), index_(index) {}
+  // Per worker address: (name, version) pairs to drop, version 0 for
+  // every version of the name.
+  using WorkerDrops =
+      std::map<std::string, std::vector<std::pair<std::string, uint64_t>>>;
+
   // Tells every worker of the job to drop the versions written.
   void RollBack(const std::vector<WorkerPool::Worker>& workers,
                 WorkerConnector& connector, absl::Duration timeout) const;
+  // Has `connector` send each worker its drops (Worker.DropArray), all
+  // workers at once, each call bounded by `deadline`; logs a drop that
+  // fails, saying it was of blocks `what`.
+  static void SendDrops(const WorkerDrops& drops, WorkerConnector& connector,
+                        absl::Time deadline, const std::string& what);
 
   const JobPlan* plan_;
   ResidentIndex* index_;  // may be null when !two_phase_

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -96,11 +98,57 @@ uint64_t ResidentIndex::NextVersion() {
   return last_version_;
 }
 
-void ResidentIndex::Commit(ResidentArray array) {
+namespace {
+
+// Adds to `out` where blocks of `old` may be kept that `now` does not
+// hold at the same device in the same layout.
+void AddSuperseded(const ResidentArray& old, const ResidentArray& now,
+                   std::set<std::pair<std::string, uint64_t>>& out) {
+  const bool same_layout = old.meta.dtype == now.meta.dtype &&
+                           old.meta.shape == now.meta.shape &&
+                           SameSharding(old.mesh, old.spec, now.mesh, now.spec,
+                                        old.meta.shape.size());
+  for (size_t d = 0; d < old.addresses.size(); ++d) {
+    const std::string& address = old.addresses[d];
+    if (address.empty()) continue;  // nobody reported it since a restart
+    if (same_layout && d < now.addresses.size() &&
+        now.addresses[d] == address) {
+      continue;  // its previous version, beside the new one
+    }
+    const bool holds_now = std::find(now.addresses.begin(), now.addresses.end(),
+                                     address) != now.addresses.end();
+    // A worker of the new version drops exactly the old one; any other
+    // drops every version of the name.
+    out.emplace(address, holds_now ? old.version : 0);
+  }
+}
+
+}  // namespace
+
+std::vector<ResidentIndex::Superseded> ResidentIndex::Commit(
+    ResidentArray array) {
   absl::MutexLock lock(&mu_);
   deleted_.erase(array.name);
+  std::set<std::pair<std::string, uint64_t>> superseded;
+  auto it = arrays_.find(array.name);
+  if (it != arrays_.end()) {
+    AddSuperseded(it->second.array, array, superseded);
+    for (const auto& [version, other] : it->second.others) {
+      AddSuperseded(other, array, superseded);
+    }
+  }
   std::string name = array.name;
   arrays_[name] = Entry{std::move(array), false, {}, 0};
+  std::vector<Superseded> out;
+  for (const auto& [address, version] : superseded) {
+    // Every version covers the exact ones (sorted first: version 0).
+    if (!out.empty() && out.back().address == address &&
+        out.back().version == 0) {
+      continue;
+    }
+    out.push_back(Superseded{address, version});
+  }
+  return out;
 }
 
 absl::StatusOr<ResidentArray> ResidentIndex::Remove(const std::string& name) {

@@ -85,7 +85,30 @@ class ResidentIndex {
   // Above every version issued or reported so far, and at least the wall
   // clock in microseconds.
   uint64_t NextVersion();
-  void Commit(ResidentArray array);
+  // A block of a version the index no longer serves that a worker may
+  // still keep: the worker at `address` must drop `version` of the name,
+  // or every version of it when `version` is 0 (it holds no block of the
+  // current one).
+  struct Superseded {
+    std::string address;
+    uint64_t version = 0;
+    bool operator==(const Superseded& o) const {
+      return address == o.address && version == o.version;
+    }
+  };
+  // Publishes `array` as the current version of its name. Returns where
+  // blocks of the versions it replaces may still be kept, other than next
+  // to a block of `array` for the same device (a worker keeps its
+  // previous version there): the holders of the replaced version and of
+  // the other versions reported for it (per address, one entry of
+  // version 0, or one per version for a holder of `array`). The
+  // caller has them dropped before it acknowledges the write: a worker
+  // keeps its blocks until told, so the holders of a replaced version
+  // placed elsewhere (device placement follows registration order, which
+  // a restart reshuffles) would otherwise still hold all of it, and a
+  // coordinator restarted later, hearing from them before the new
+  // holders, would serve that older version and let writes build on it.
+  std::vector<Superseded> Commit(ResidentArray array);
 
   // What a worker registering as `worker_id` at `address` reported:
   // `taken` blocks now count it as their holder; `drop` are blocks nobody

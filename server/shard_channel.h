@@ -41,8 +41,9 @@ class WorkerConnector {
                                    const v1::SkipTicketsRequest& request,
                                    absl::Time deadline) = 0;
   // Tells the worker at `address` to drop `version` of resident array
-  // `name` (Worker.DropArray with a version), which a job wrote but did
-  // not commit; a worker that does not hold it does nothing. Errors: the
+  // `name` (Worker.DropArray), or every version of it when `version` is 0:
+  // what a job wrote but did not commit, or blocks a newer version
+  // replaced. A worker that does not hold it does nothing. Errors: the
   // call's.
   virtual absl::Status DropVersion(const std::string& address,
                                    const std::string& name, uint64_t version,

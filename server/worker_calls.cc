@@ -24,9 +24,10 @@ absl::Status WorkerCalls::Call(const std::string& address, Method method,
 
 absl::Status WorkerCalls::DropArray(const std::string& address,
                                     const std::string& name,
-                                    absl::Time deadline) {
+                                    absl::Time deadline, uint64_t version) {
   v1::DropArrayRequest request;
   request.set_name(name);
+  request.set_version(version);
   v1::DropArrayResponse response;
   return Call(address, &v1::Worker::Stub::DropArray, request, &response,
               deadline);

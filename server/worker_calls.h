@@ -21,10 +21,11 @@ class WorkerCalls {
   // Not owned; outlives the calls.
   explicit WorkerCalls(ChannelCache* channels) : channels_(channels) {}
 
-  // Errors: the worker's, UNAVAILABLE if it cannot be reached,
-  // DEADLINE_EXCEEDED at `deadline`.
+  // Drops `version` of `name` on the worker, or every version of it when
+  // `version` is 0. Errors: the worker's, UNAVAILABLE if it cannot be
+  // reached, DEADLINE_EXCEEDED at `deadline`.
   absl::Status DropArray(const std::string& address, const std::string& name,
-                         absl::Time deadline);
+                         absl::Time deadline, uint64_t version = 0);
   // Returns the block's digest. Errors as DropArray.
   absl::StatusOr<uint64_t> SaveBlock(const std::string& address,
                                      const v1::SaveBlockRequest& request,

@@ -106,29 +106,62 @@ class ProgramTest(harness.ClusterTestCase):
         np.testing.assert_array_equal(outs[2], (a // 7).astype(np.int64))
 
     def test_collectives_as_programs_equal_the_builtins(self):
+        """Every collective as a program against the same collective as a
+        built-in, over 1-D, 2-D and 3-D meshes and axis tuples in both
+        orders. The output spec names every axis, so every device's block
+        comes back and is compared."""
         x = RNG.standard_normal((8, 4)).astype(np.float32)
-        mesh = "x=2,y=2"
-        cases = [
-            ("psum", "psum(x, ('x', 'y'))", '{"axes": ["x", "y"]}', "P()"),
-            ("pmax", "pmax(x, 'y')", '{"axes": "y"}', "P('x')"),
-            ("all_gather", "all_gather(x, ('y', 'x'), axis=0, tiled=True)",
-             '{"axes": ["y", "x"], "axis": 0, "tiled": true}', "P(None)"),
-            ("ppermute", "ppermute(x, 'x', perm=[(0, 1), (1, 0)])",
-             '{"axes": "x", "perm": [[0, 1], [1, 0]]}', "P(('x', 'y'))"),
-            ("all_to_all", "all_to_all(x, 'y', 0, 0, tiled=True)",
-             '{"axes": "y", "split_axis": 0, "concat_axis": 0, "tiled": true}',
-             "P(('x', 'y'))"),
-        ]
-        for fn, body, kwargs, out_spec in cases:
-            with self.subTest(fn=fn):
-                common = ["--mesh", mesh, "--arg", self.file(x), "--in-spec",
-                          "P(('x', 'y'))", "--out-spec", out_spec,
-                          "--no-check-rep"]
-                (native,) = self.run_job(*common, "--fn", fn, "--kwargs",
-                                         kwargs)
-                (program,) = self.run_job(*common, "--expr",
-                                          f"lambda x: {body}")
-                np.testing.assert_array_equal(program, native)
+        meshes = {
+            "x=4": [("x",)],
+            "x=2,y=2": [("x", "y"), ("y", "x"), ("y",)],
+            "x=1,y=2,z=2": [("y", "z"), ("z", "y"), ("x", "z")],
+        }
+        for mesh, axes_list in meshes.items():
+            sizes = {k: int(v) for k, v in
+                     (a.split("=") for a in mesh.split(","))}
+            every = tuple(sizes)
+            spec = f"P({every!r})"
+            for axes in axes_list:
+                n = int(np.prod([sizes[a] for a in axes]))
+                in_mesh_order = list(axes) == sorted(axes, key=every.index)
+                cases = [
+                    ("psum", f"psum(x, {axes!r})", {}),
+                    ("pmax", f"pmax(x, {axes!r})", {}),
+                    ("pmin", f"jax.lax.pmin(x, axis_name={axes!r})", {}),
+                    ("all_gather", f"all_gather(x, {axes!r})", {}),
+                    ("all_gather", f"all_gather(x, {axes!r}, axis=1, "
+                     "tiled=True)", {"axis": 1, "tiled": True}),
+                    ("psum_scatter", f"psum_scatter(x, {axes!r}, "
+                     "scatter_dimension=1, tiled=True)",
+                     {"scatter_dimension": 1, "tiled": True}),
+                    ("all_to_all", f"all_to_all(x, {axes!r}, 1, 0, "
+                     "tiled=True)",
+                     {"split_axis": 1, "concat_axis": 0, "tiled": True}),
+                ]
+                if in_mesh_order:  # JAX requires it of ppermute
+                    perm = [[i, (i + 1) % n] for i in range(n)]
+                    cases.append(("ppermute", f"ppermute(x, {axes!r}, "
+                                  f"perm={perm!r})", {"perm": perm}))
+                for fn, body, kwargs in cases:
+                    with self.subTest(mesh=mesh, axes=axes, body=body):
+                        common = ["--mesh", mesh, "--arg", self.file(x),
+                                  "--in-spec", spec, "--out-spec", spec,
+                                  "--no-check-rep"]
+                        kwargs = {"axes": list(axes), **kwargs}
+                        (native,) = self.run_job(*common, "--fn", fn,
+                                                 "--kwargs", json.dumps(kwargs))
+                        (program,) = self.run_job(*common, "--expr",
+                                                  f"lambda x: {body}")
+                        np.testing.assert_array_equal(program, native)
+                with self.subTest(mesh=mesh, axes=axes, fn="axis_index"):
+                    common = ["--mesh", mesh, "--out-spec", spec]
+                    (native,) = self.run_job(
+                        *common, "--fn", "axis_index", "--kwargs",
+                        json.dumps({"axes": list(axes)}))
+                    (program,) = self.run_job(
+                        *common, "--expr",
+                        f"lambda: axis_index({axes!r})[None]")
+                    np.testing.assert_array_equal(program, native)
 
     def test_axis_index_varies_and_psum_makes_it_invariant(self):
         (got,) = self.run_job(
@@ -216,8 +249,14 @@ class ProgramTest(harness.ClusterTestCase):
         x = RNG.standard_normal((8, 4)).astype(np.float32)
         i = RNG.integers(-9, 9, (8, 4)).astype(np.int32)
         w = RNG.standard_normal((4, 6)).astype(np.float32)
+        l = RNG.integers(-9, 9, (8, 4)).astype(np.int64)
         cases = [
             ("identity", [x], "P('x')", "{}", "P('x')"),
+            ("scale", [l], "P('x')", '{"alpha": 2.0}', "P('x')"),
+            ("scale", [i], "P('x')", '{"alpha": 2.0}', "P('x')"),
+            ("scale", [i], "P('x')", '{"alpha": 3}', "P('x')"),
+            ("pmean", [l], "P('x')", '{"axes": "x"}', "P()"),
+            ("pmean", [i], "P('x')", '{"axes": "x"}', "P()"),
             ("add", [i, i], "P('x')", "{}", "P('x')"),
             ("relu", [x], "P(None, 'y')", "{}", "P(None, 'y')"),
             ("matmul", [x, w], "P('x', None)", "{}", "P('x', None)"),

@@ -8,8 +8,10 @@ and running jobs with state while the coordinator dies and comes back.
 
 Environment: SHARDMAP_BIN_DIR = directory of the binaries.
 """
+import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -95,6 +97,18 @@ class Cluster(harness.ProcessCluster):
             if time.monotonic() > end:
                 raise AssertionError(f"not all of {names} came back: {listed}")
             time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def paused(workers):
+    """Stops `workers` (SIGSTOP) for the block, then lets them go on."""
+    for w in workers:
+        w.proc.send_signal(signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for w in workers:
+            w.proc.send_signal(signal.SIGCONT)
 
 
 # What the listing says of an array, but for the holders' ids (a worker
@@ -272,17 +286,64 @@ class CoordinatorRestartTest(unittest.TestCase):
         c.add_worker("--state-dir", state_dir)
         c.wait_for_workers(4, timeout=REPORT_TIMEOUT)
         c.wait_listed(["p", "q"])
-        code, got, err = c.get("p")
-        self.assertEqual(code, 0, err)
-        np.testing.assert_array_equal(got, new)
-        code, got, err = c.get("q")
-        self.assertEqual(code, 0, err)
-        np.testing.assert_array_equal(got, old)
+        self.assertReads("p", new)
+        self.assertReads("q", old)
         kept = os.path.join(state_dir, "arrays")
         end = time.monotonic() + REPORT_TIMEOUT
         while "p" in os.listdir(kept) and time.monotonic() < end:
             time.sleep(0.05)
         self.assertEqual(sorted(os.listdir(kept)), ["q"])
+
+
+    def test_former_holders_registering_first_bring_back_nothing(self):
+        # Devices go to workers in registration order, which a restart
+        # reshuffles, so a write after one lands on other workers than the
+        # array's. The former holders must not keep their blocks: after a
+        # later restart that hears from them first, the older version was
+        # served (and writes built on it) until the new holders reported.
+        c = self.c
+        code, _, err = c.put("s", np.zeros((4, 2), np.int64), "x=2", "P('x')")
+        self.assertEqual(code, 0, err)
+        # Registered at the same time, on the same workers: it shows when
+        # the former holders' reports are in.
+        marker = RNG.standard_normal((4, 2))
+        code, _, err = c.put("marker", marker, "x=2", "P('x')")
+        self.assertEqual(code, 0, err)
+        former = [c.worker_of_device(d) for d in range(2)]
+        others = [w for w in c.workers if w not in former]
+        # A restart with the holders stopped: they register last, and the
+        # next job runs on the others.
+        with paused(former):
+            c.restart_coordinator(2)
+        c.wait_for_workers(4, timeout=REPORT_TIMEOUT)
+        c.wait_listed(["s", "marker"])
+        self.assertEqual({c.worker_of_device(d) for d in range(2)},
+                         set(others))
+        step = np.ones((4, 2), np.int64)
+        code, _, err = c.ctl("run", "--mesh", "x=2", "--fn", "accumulate",
+                             "--arg", c.file(step), "--in-spec", "P('x')",
+                             "--out-spec", "P('x')", "--state", "buffer=s",
+                             "--state-spec", "buffer=P('x')")
+        self.assertEqual(code, 0, err)
+        # A restart with the new holders stopped: the former ones report
+        # first. "s" is not there until the new holders report, never
+        # at its older version.
+        with paused(others):
+            c.restart_coordinator(2)
+            listed = c.wait_listed(["marker"])
+            self.assertTrue("s" not in listed or listed["s"]["lost"], listed)
+            code, got, err = c.get("s")
+            self.assertNotEqual(code, 0, f"stale: {got}")
+        c.wait_for_workers(4, timeout=REPORT_TIMEOUT)
+        c.wait_listed(["s", "marker"])
+        self.assertReads("s", step)
+        self.assertReads("marker", marker)
+
+    def assertReads(self, name, value):
+        """`get name` succeeds and gives `value`."""
+        code, got, err = self.c.get(name)
+        self.assertEqual(code, 0, err)
+        np.testing.assert_array_equal(got, value)
 
 
 class UncommittedWriteTest(unittest.TestCase):

@@ -177,6 +177,8 @@ def c_pmin(mesh, axes, blocks):
 def c_pmean(mesh, axes, blocks):
     def mean(g, r):
         s = sum(g[1:], g[0].copy())
+        if s.dtype == np.int64:  # the float of the integer's width
+            return s.astype(np.float64) / np.float64(len(g))
         if np.issubdtype(s.dtype, np.integer):
             return (s.astype(np.float32) / np.float32(len(g))).astype(np.float32)
         return s / s.dtype.type(len(g))

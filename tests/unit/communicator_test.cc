@@ -1,5 +1,6 @@
-// Tests of the Communicator (worker/collectives/communicator.h): jax.lax collective
-// semantics (docs/SEMANTICS.md, section 5) over the byte-level algorithms.
+// Tests of the Communicator (worker/collectives/communicator.h): jax.lax
+// collective semantics (docs/SEMANTICS.md, section 5) over the byte-level
+// algorithms.
 //
 // Every device of a mesh is a thread with its own Communicator on one
 // InMemoryHub and calls the collective on its own input. Every device's
@@ -311,14 +312,17 @@ RunResult RunOnMesh(const Mesh& mesh, int num_calls, const DeviceCall& call,
 // Checks that element e of `got` is the reduction over `inputs` (in rank
 // order) of their element src[e]. Floating sums within rounding of the
 // exact sum; everything else exact (integer sums wrap around; an integer
-// pmean is float32(wrapped sum) / float32(n), rounded once).
+// pmean is float32(wrapped sum) / float32(n) for int32, float64(wrapped
+// sum) / float64(n) for int64, rounded once).
 ::testing::AssertionResult CheckReduced(Op op,
                                         const std::vector<const Tensor*>& in,
                                         const Tensor& got,
                                         const std::vector<int64_t>& src) {
   const DType dtype = in[0]->dtype();
   const bool int_mean = op == Op::kPmean && !IsFloating(dtype);
-  const DType want_dtype = int_mean ? DType::kFloat32 : dtype;
+  const DType want_dtype = !int_mean                ? dtype
+                           : dtype == DType::kInt64 ? DType::kFloat64
+                                                    : DType::kFloat32;
   if (got.dtype() != want_dtype) {
     return ::testing::AssertionFailure() << "dtype " << DTypeName(got.dtype())
                                          << ", want " << DTypeName(want_dtype);
@@ -370,7 +374,14 @@ RunResult RunOnMesh(const Mesh& mesh, int num_calls, const DeviceCall& call,
           acc += static_cast<U>(in[r]->data_as<T>()[j]);
         }
         const T sum = static_cast<T>(acc);
-        if (int_mean) {
+        if (int_mean && dtype == DType::kInt64) {
+          const double want = static_cast<double>(sum) / static_cast<double>(n);
+          if (got.data_as<double>()[e] != want) {
+            return ::testing::AssertionFailure()
+                   << "element " << e << " is " << got.data_as<double>()[e]
+                   << ", want " << want << " (sum " << sum << ")";
+          }
+        } else if (int_mean) {
           const float want = static_cast<float>(sum) / static_cast<float>(n);
           if (got.data_as<float>()[e] != want) {
             return ::testing::AssertionFailure()

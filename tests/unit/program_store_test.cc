@@ -128,6 +128,17 @@ TEST_F(ProgramStoreTest, CatalogResolvesProgramsBesideTheWorkersFunctions) {
   EXPECT_TRUE(absl::StrContains(missing.status().message(), "twice"))
       << missing.status();
   EXPECT_EQ(catalog.List().size(), 2u);
+  // A program kept from before that a worker's function now shadows.
+  ASSERT_TRUE((*store)->Register("relu", "lambda x: x", false).ok());
+  ASSERT_TRUE(pool.Register("127.0.0.1:2", 2,
+                            {Signature("identity", 1).proto(),
+                             Signature("relu", 1).proto()})
+                  .ok());
+  spec.set_function("relu");
+  auto clash = catalog.Resolve(spec);
+  EXPECT_EQ(clash.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(clash.status().message(), "unregister"))
+      << clash.status();
 }
 
 }  // namespace

@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "program/checker.h"
+#include "program/eval_validate.h"
 
 namespace shardmap {
 namespace program {
@@ -32,10 +34,17 @@ inline const Mesh& TestMesh() {
   return *mesh;
 }
 
+// Checks `src`; a program the checker accepts must also be one the
+// evaluator accepts (program/eval_validate.h).
 inline absl::StatusOr<Program> Check(const std::string& src,
                                      const std::vector<ArgType>& args,
                                      CheckOptions options = CheckOptions()) {
-  return CheckProgram(src, TestMesh(), args, options);
+  auto p = CheckProgram(src, TestMesh(), args, options);
+  if (p.ok()) {
+    const absl::Status valid = ValidateProgram(*p);
+    EXPECT_TRUE(valid.ok()) << src << ": " << valid;
+  }
+  return p;
 }
 
 inline std::string ErrorOf(const std::string& src,

@@ -2,7 +2,9 @@
 // the job runner with fake workers: a commit every worker confirms is
 // published; one a worker refuses or does not confirm in time publishes
 // nothing, keeps the previous version, and has every worker drop the
-// version it wrote; a job cancelled before its decision commits nothing.
+// version it wrote; a job cancelled before its decision commits nothing;
+// a commit that places an array on other workers has its former holders
+// drop it.
 #include "server/resident_commit.h"
 
 #include <gtest/gtest.h>
@@ -39,6 +41,31 @@ TEST_F(ResidentCommitTest, ACommitEveryWorkerConfirmsIsPublished) {
   for (const WorkerPool::Worker& w : workers_) {
     EXPECT_EQ(connector_.Decisions(w.address), std::vector<bool>{true});
     EXPECT_TRUE(connector_.Drops(w.address).empty());
+  }
+}
+
+TEST_F(ResidentCommitTest, ACommitElsewhereHasTheFormerHoldersDropTheArray) {
+  Resident("A");  // on workers 0 and 1
+  const std::vector<WorkerPool::Worker> former = {workers_[0], workers_[1]};
+  // The job's devices go to other workers (after a restart, the order the
+  // workers registered in).
+  workers_ = {workers_[2], workers_[3]};
+  const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
+  AnswerAll(plan, 2);
+  JobRunner runner(JobRunner::Options{}, &connector_, &index_);
+  auto out = Run(runner, plan, 2);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(
+      index_.Find("A")->addresses,
+      (std::vector<std::string>{workers_[0].address, workers_[1].address}));
+  // Told before the job was answered: every version of it.
+  for (const WorkerPool::Worker& w : former) {
+    EXPECT_EQ(connector_.Drops(w.address),
+              (std::vector<std::pair<std::string, uint64_t>>{{"A", 0}}))
+        << w.address;
+  }
+  for (const WorkerPool::Worker& w : workers_) {
+    EXPECT_TRUE(connector_.Drops(w.address).empty()) << w.address;
   }
 }
 

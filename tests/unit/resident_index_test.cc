@@ -247,6 +247,68 @@ TEST_F(ResidentIndexTest, CommitFindRemove) {
   EXPECT_TRUE(index_.All().empty());
 }
 
+using Superseded = ResidentIndex::Superseded;
+
+TEST_F(ResidentIndexTest, CommitOnTheSameHoldersLeavesThemTheirPrevious) {
+  EXPECT_TRUE(index_.Commit(MakeArray("p", 1)).empty());
+  // Each keeps version 1 beside its block of version 2 for the same
+  // device: nothing to drop.
+  EXPECT_TRUE(index_.Commit(MakeArray("p", 2)).empty());
+}
+
+TEST_F(ResidentIndexTest, CommitElsewhereNamesTheFormerHolders) {
+  index_.Commit(MakeArray("p", 1));  // devices 0, 1 on 10.0.0.0, 10.0.0.1
+  ResidentArray moved = MakeArray("p", 2);
+  moved.addresses = {"10.0.0.2:5000", "10.0.0.3:5000"};
+  // Neither holds a block of version 2: every version of it goes.
+  EXPECT_EQ(
+      index_.Commit(moved),
+      (std::vector<Superseded>{{"10.0.0.0:5000", 0}, {"10.0.0.1:5000", 0}}));
+}
+
+TEST_F(ResidentIndexTest, CommitShiftedByOneDropsExactlyTheOldVersion) {
+  index_.Commit(MakeArray("p", 1));
+  ResidentArray shifted = MakeArray("p", 2);
+  shifted.addresses = {"10.0.0.1:5000", "10.0.0.2:5000"};
+  // 10.0.0.1 held device 1 of version 1 and now holds device 0 of version
+  // 2: it drops version 1 only.
+  EXPECT_EQ(
+      index_.Commit(shifted),
+      (std::vector<Superseded>{{"10.0.0.0:5000", 0}, {"10.0.0.1:5000", 1}}));
+  // Another sharding on the same workers: device 0's block is another
+  // block, so the old one goes.
+  ResidentArray resharded = MakeArray("p", 3, 2, {8, 4});
+  resharded.addresses = shifted.addresses;
+  resharded.spec = PartitionSpec();
+  EXPECT_EQ(
+      index_.Commit(resharded),
+      (std::vector<Superseded>{{"10.0.0.1:5000", 2}, {"10.0.0.2:5000", 2}}));
+}
+
+TEST_F(ResidentIndexTest, CommitOverARebuiltArrayNamesEveryReportedHolder) {
+  // After a restart: version 5 is complete on w0, w1; w2 also holds a
+  // block of a newer version 6 that was never complete.
+  auto block = [](uint64_t version, int64_t device) {
+    ReportedBlock b;
+    b.name = "p";
+    b.version = version;
+    b.device = device;
+    b.meta = ArrayMeta{DType::kFloat32, {8, 4}};
+    b.mesh = *Mesh::Create({{"x", 2}});
+    b.spec = PartitionSpec({{"x"}});
+    return b;
+  };
+  index_.Report("w0", "10.0.0.0:5000", {block(5, 0)});
+  index_.Report("w1", "10.0.0.1:5000", {block(5, 1)});
+  index_.Report("w2", "10.0.0.2:5000", {block(6, 0)});
+  ASSERT_EQ(index_.Find("p")->version, 5u);
+  ResidentArray next = MakeArray("p", 7);
+  next.addresses = {"10.0.0.0:5000", "10.0.0.3:5000"};
+  EXPECT_EQ(
+      index_.Commit(next),
+      (std::vector<Superseded>{{"10.0.0.1:5000", 0}, {"10.0.0.2:5000", 0}}));
+}
+
 TEST_F(ResidentIndexTest, FindOfLostArrayNamesTheWorker) {
   index_.Commit(MakeArray("p", 1, 3));
   Kill("w1");

@@ -154,18 +154,24 @@ absl::StatusOr<Tensor> Communicator::Pmean(const Tensor& x, const Axes& axes) {
       for (int64_t i = 0; i < count; ++i) p[i] /= static_cast<double>(n);
       return sum;
     }
-    case DType::kInt32:
-    case DType::kInt64: {
-      // As JAX: integer psum / n is a true division, float32 (x64 off).
+    case DType::kInt32: {
+      // As JAX: integer psum / n is a true division: float32 for int32.
       Tensor out(DType::kFloat32, sum.shape());
       float* q = out.data_as<float>();
+      const int32_t* p = sum.data_as<int32_t>();
       for (int64_t i = 0; i < count; ++i) {
-        // Straight to float32, rounded once (through double, an int64
-        // could round twice).
-        const float v = sum.dtype() == DType::kInt32
-                            ? static_cast<float>(sum.data_as<int32_t>()[i])
-                            : static_cast<float>(sum.data_as<int64_t>()[i]);
-        q[i] = v / static_cast<float>(n);
+        q[i] = static_cast<float>(p[i]) / static_cast<float>(n);
+      }
+      return out;
+    }
+    case DType::kInt64: {
+      // float64 for int64 (the float of the integer's width, as programs
+      // and scale), rounded once.
+      Tensor out(DType::kFloat64, sum.shape());
+      double* q = out.data_as<double>();
+      const int64_t* p = sum.data_as<int64_t>();
+      for (int64_t i = 0; i < count; ++i) {
+        q[i] = static_cast<double>(p[i]) / static_cast<double>(n);
       }
       return out;
     }

@@ -51,7 +51,8 @@ class Communicator {
   absl::StatusOr<int64_t> AxisSize(const Axes& axes) const;
   absl::StatusOr<int64_t> AxisIndex(const Axes& axes) const;
 
-  // Same shape. Integer sums wrap around; pmean of integers is float32.
+  // Same shape. Integer sums wrap around; pmean of int32 is float32, of
+  // int64 float64 (true division, as JAX).
   absl::StatusOr<Tensor> Psum(const Tensor& x, const Axes& axes);
   absl::StatusOr<Tensor> Pmean(const Tensor& x, const Axes& axes);
   absl::StatusOr<Tensor> Pmax(const Tensor& x, const Axes& axes);

@@ -115,7 +115,8 @@ void RegisterBuiltins(FunctionRegistry& registry) {
                    .Kwarg("alpha", "number", "the factor")
                    .DTypes(NumericDTypes())
                    .Doc("x * alpha; int x times a JSON float (even 2.0) "
-                        "gives float32 (int32) or float64 (int64), as in JAX"),
+                        "gives float32 (int32) or float64 (int64), as in JAX")
+                   .ShapeProgram("lambda x: x * {alpha}"),
                ScaleKernel);
   MustRegister(registry,
                Signature("relu", 1)

@@ -132,7 +132,9 @@ void RegisterCollectiveBuiltins(FunctionRegistry& registry) {
                ReduceKernel<&Communicator::Psum>("psum"));
   MustRegister(registry,
                Collective("pmean", 1, "psum")
-                   .Doc("jax.lax.pmean(x, axes); integers give float32"),
+                   .Doc("jax.lax.pmean(x, axes); int32 gives float32, "
+                        "int64 float64")
+                   .ShapeProgram("lambda x: pmean(x, {axes})"),
                ReduceKernel<&Communicator::Pmean>("pmean"));
   MustRegister(registry,
                Collective("pmax", 1, "psum")

@@ -225,7 +225,9 @@ void RegisterStateBuiltins(FunctionRegistry& registry) {
                           "per-device running sum; same dtype and block shape "
                           "as x")
                    .Doc("buffer += x (brainstate's per-shard buffer); returns "
-                        "the new buffer"),
+                        "the new buffer")
+                   // buffer + x: the buffer has x's dtype and block shape.
+                   .ShapeProgram("lambda x: x + x"),
                AccumulateKernel);
   MustRegister(
       registry,
@@ -240,7 +242,16 @@ void RegisterStateBuiltins(FunctionRegistry& registry) {
                  "the mesh axes the batch (rows of x and y) is split over")
           .Doc("one data-parallel SGD step of linear regression, MSE loss: "
                "x [n_local, d], y [n_local]; returns the loss before the "
-               "step, shape [1]"),
+               "step, shape [1]")
+          // The residual x @ w - y (x's first row stands in for the
+          // weights, which are a state), the gradient x.T @ r and the
+          // loss, both summed over the batch axes: the step's shape,
+          // dtype and costs.
+          .ShapeProgram(
+              "def step(x, y):\n"
+              "    r = x @ x[0] - y\n"
+              "    g = psum(x.T @ r, {axes})\n"
+              "    return psum(jnp.sum(r * r)[None], {axes}) + 0 * g[:1]\n"),
       LinearSgdStepKernel);
 }
 
