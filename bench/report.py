@@ -355,6 +355,35 @@ def programs(t, out):
         "vectorized exp/tanh/logistic; the hand loop calls libm per element).\n")
 
 
+def python_client(t, out):
+    """The Python client against the C++ client, same repetition."""
+    rows = []
+    for op, label, target in (
+            ("job_tiny", "tiny job p50 (identity, 16 float32)", "≤ 1.5"),
+            ("job_big", "identity job on a big array", "≤ 1.25")):
+        key = next((k for k in t.keys() if k[0] == "python" and k[1] == op),
+                   None)
+        if key is None:
+            continue
+        mine = field(t.get(*key), "median_us")
+        cpp = field(t.get("shardmap", *key[1:]), "median_us")
+        if op == "job_big":
+            label = f"{size_text(key[3])} identity job, there and back"
+        rows.append(f"| {label}, mesh x={key[2]} | {num(med(mine))} µs | "
+                    f"{span(mine)} µs | {num(med(cpp))} µs | "
+                    f"{ratio_text(ratios(cpp, mine))} | {target} |")
+    if not rows:
+        return
+    out.append("### The Python client vs the C++ client (same repetition)\n")
+    out.append("| figure | Python | min–max | C++ client | Python ÷ C++ time "
+               "| issue 16's target |")
+    out.append("|---|---|---|---|---|---|")
+    out.extend(rows)
+    out.append("\nA time ratio of 1.25 is 0.8x the C++ client's throughput. "
+               "The C++ figures are job_bench's (its own cluster, run just "
+               "before).\n")
+
+
 def main():
     meta, results, fails = parse(sys.argv[1])
     t = Table(results)
@@ -374,6 +403,7 @@ def main():
     collectives(t, out)
     raw(t, out)
     end_to_end(t, out)
+    python_client(t, out)
     programs(t, out)
     memory(t, out)
     if fails:

@@ -57,6 +57,7 @@ if ((QUICK)); then
   GRPC_ARGS=(--push-iters 3 --duplex-iters 2 --rtt-iters 1000 --seconds 1.5)
   JOB_ARGS=(--tiny-iters 200 --seconds 2 --big-iters 1)
   PROGRAM_ARGS=(--benchmark_repetitions=3 --benchmark_min_time=0.05)
+  PYTHON_ARGS=(--tiny-iters 200 --big-iters 1)
 else
   REPEATS=${REPEATS:-5}
   SCALE=1
@@ -66,6 +67,7 @@ else
   GRPC_ARGS=(--push-iters 5 --duplex-iters 3 --rtt-iters 5000 --seconds 3)
   JOB_ARGS=(--tiny-iters 500 --seconds 3 --big-iters 2)
   PROGRAM_ARGS=(--benchmark_repetitions=5 --benchmark_min_time=0.5)
+  PYTHON_ARGS=(--tiny-iters 500 --big-iters 2)
 fi
 WORKER_COUNTS=(2 4 8)
 # shardmap's collectives over both of its transports between co-located
@@ -132,7 +134,7 @@ say "building (log: $OUT/logs/build.log)"
   fi
   timeout 3600 cmake --build "$BUILD" -j"$(nproc)" --target \
     collective_bench job_bench grpc_stream_bench psum_bench program_bench \
-    shardmap-coordinator shardmap-worker
+    shardmap-coordinator shardmap-worker shardctl python_client
 } >"$OUT/logs/build.log" 2>&1 || {
   tail -30 "$OUT/logs/build.log" >&2
   echo "run.sh: build failed (log: $OUT/logs/build.log)" >&2
@@ -267,6 +269,11 @@ for ((rep = 1; rep <= REPEATS; rep++)); do
   say "rep $rep/$REPEATS: end-to-end jobs"
   step "$rep" "jobs" "$STEP_TIMEOUT" "$BIN/job_bench" --workers 4 --clients 8 \
     "${JOB_ARGS[@]}" --timeout $((STEP_TIMEOUT - 10))
+  # Right after the C++ client's jobs, on the same kind of cluster.
+  say "rep $rep/$REPEATS: the Python client"
+  step "$rep" "python_client" "$STEP_TIMEOUT" /usr/bin/python3 \
+    "$ROOT/bench/python_client_bench.py" --no-cpp --reps 1 --workers 4 \
+    --bin-dir "$BIN" "${PYTHON_ARGS[@]}"
   say "rep $rep/$REPEATS: expression programs vs native code"
   step "$rep" "programs" "$STEP_TIMEOUT" "$BIN/program_bench" "${PROGRAM_ARGS[@]}"
 done

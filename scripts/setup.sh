@@ -14,7 +14,7 @@ PACKAGES=(
 )
 if [[ "${1:-}" != "--build-only" ]]; then
   PACKAGES+=(libgtest-dev libgmock-dev libbenchmark-dev python3 python3-numpy
-             python3-grpcio iproute2 nftables)
+             python3-grpcio python3-protobuf iproute2 nftables)
   # Deploy manifests (docker-compose config, YAML), fuzzing (libFuzzer),
   # test certificates.
   PACKAGES+=(docker-compose python3-yaml clang-14 libclang-rt-14-dev openssl)
