@@ -259,7 +259,7 @@ class ProgramTest(harness.ClusterTestCase):
             ("pmean", [i], "P('x')", '{"axes": "x"}', "P()"),
             ("add", [i, i], "P('x')", "{}", "P('x')"),
             ("relu", [x], "P(None, 'y')", "{}", "P(None, 'y')"),
-            ("matmul", [x, w], "P('x', None)", "{}", "P('x', None)"),
+            ("matmul", [x, w], "P()", "{}", "P()"),
             ("sum", [i], "P('x')", '{"axis": 1, "keepdims": true}', "P('x')"),
             ("psum", [x], "P('x', 'y')", '{"axes": "y"}', "P('x')"),
             ("all_gather", [x], "P(('x', 'y'))",
@@ -268,7 +268,8 @@ class ProgramTest(harness.ClusterTestCase):
              '{"axes": "x", "scatter_dimension": 0, "tiled": true}',
              "P('x')"),
             ("all_to_all", [x], "P('x')",
-             '{"axes": "y", "split_axis": 1, "concat_axis": 0}', "P('x')"),
+             '{"axes": "y", "split_axis": 1, "concat_axis": 0, '
+             '"tiled": true}', "P('x')"),
             ("global_sum", [i], "P('x')", '{"axes": ["x", "y"]}', "P()"),
             ("axis_index", [], "P()", '{"axes": "y"}', "P('y')"),
         ]

@@ -805,7 +805,7 @@ TEST(CommunicatorTest, PmaxAndPminOfArange) {
   }
 }
 
-TEST(CommunicatorTest, IntegerPsumWrapsAroundAndPmeanIsFloat32) {
+TEST(CommunicatorTest, IntegerPsumWrapsAroundAndPmeanIsInexact) {
   const Mesh mesh = MakeMesh("x=2,y=4");
   constexpr int32_t kMax32 = std::numeric_limits<int32_t>::max();
   constexpr int64_t kMax64 = std::numeric_limits<int64_t>::max();
@@ -843,24 +843,26 @@ TEST(CommunicatorTest, IntegerPsumWrapsAroundAndPmeanIsFloat32) {
     EXPECT_EQ(Values<float>(*run.results[d][2]), (std::vector<float>{-1.0f}));
     EXPECT_EQ(Values<float>(*run.results[d][3]),
               (std::vector<float>{3.0f, -7.0f}));
-    EXPECT_EQ(run.results[d][4]->dtype(), DType::kFloat32);
-    EXPECT_EQ(Values<float>(*run.results[d][4]), (std::vector<float>{5.0f}));
+    // int64's mean is float64 (the float of the integer's width).
+    EXPECT_EQ(run.results[d][4]->dtype(), DType::kFloat64);
+    EXPECT_EQ(Values<double>(*run.results[d][4]), (std::vector<double>{5.0}));
   }
 }
 
-// int64 -> float32 must round once (as numpy and XLA convert), not through
-// double: 2^60 + 2^36 + 1 rounds up to 2^60 + 2^37 directly, but to 2^60
-// through double (2^60 + 2^36 is a float tie, broken to even).
-TEST(CommunicatorTest, Int64PmeanRoundsToFloat32Once) {
+// int64 -> float64 rounds once, as numpy converts: 2^60 + 2^7 + 1 is
+// closer to 2^60 + 2^8 than to 2^60 (doubles there are 2^8 apart).
+TEST(CommunicatorTest, Int64PmeanIsFloat64RoundedOnce) {
   const Mesh mesh = MakeMesh("x=1,y=2");
-  const int64_t v = (int64_t{1} << 60) + (int64_t{1} << 36) + 1;
+  const int64_t v = (int64_t{1} << 60) + (int64_t{1} << 7) + 1;
   RunResult run = RunOnMesh(mesh, 1, [&](Communicator& comm, int64_t, int) {
     return comm.Pmean(FromValues<int64_t>(DType::kInt64, {}, {v}), {"x"});
   });
   for (int64_t d = 0; d < 2; ++d) {
     ASSERT_TRUE(run.results[d][0].ok()) << run.results[d][0].status();
-    EXPECT_EQ(Values<float>(*run.results[d][0]),
-              (std::vector<float>{static_cast<float>(v)}));
+    EXPECT_EQ(run.results[d][0]->dtype(), DType::kFloat64);
+    EXPECT_EQ(Values<double>(*run.results[d][0]),
+              (std::vector<double>{static_cast<double>((int64_t{1} << 60) +
+                                                       (int64_t{1} << 8))}));
   }
 }
 
