@@ -298,6 +298,18 @@ absl::StatusOr<Value> Checker::SliceTuple(SourcePos pos, const Value& t,
   return out;
 }
 
+namespace {
+
+// A tuple whose values, through every level, outgrow kMaxTupleNodes.
+absl::Status TupleTooBig(absl::string_view source, SourcePos pos) {
+  return SourceError(source, pos,
+                     absl::StrCat("this tuple nests more than ", kMaxTupleNodes,
+                                  " values (max_tuple_nodes)"),
+                     absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+
 absl::StatusOr<Value> Checker::Eval(const Expr& e) {
   Value v;
   switch (e.kind) {
@@ -336,11 +348,7 @@ absl::StatusOr<Value> Checker::Eval(const Expr& e) {
         if (!x.ok()) return x.status();
         v.nodes += x->nodes;
         if (v.nodes > kMaxTupleNodes) {
-          return SourceError(
-              src_, e.pos,
-              absl::StrCat("this tuple nests more than ", kMaxTupleNodes,
-                           " values (max_tuple_nodes)"),
-              absl::StatusCode::kResourceExhausted);
+          return TupleTooBig(src_, e.pos);
         }
         v.items.push_back(std::move(*x));
       }
@@ -386,11 +394,7 @@ absl::StatusOr<Value> Checker::Eval(const Expr& e) {
         }
         a->nodes += b->nodes - 1;
         if (a->nodes > kMaxTupleNodes) {
-          return SourceError(
-              src_, e.pos,
-              absl::StrCat("this tuple nests more than ", kMaxTupleNodes,
-                           " values (max_tuple_nodes)"),
-              absl::StatusCode::kResourceExhausted);
+          return TupleTooBig(src_, e.pos);
         }
         a->items.insert(a->items.end(), b->items.begin(), b->items.end());
         return a;

@@ -2,6 +2,7 @@
 // 6, 1 / 2 the float 0.5, comparisons give bools. Integer overflow (Python
 // has none) is refused rather than wrapped.
 #include <cmath>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "program/checker_internal.h"
@@ -31,6 +32,27 @@ Value Bool(bool b) {
 }
 
 // Python's floor division and modulo (the sign follows the divisor).
+// A comparison of two Python numbers; nullopt for any other op.
+template <typename T>
+std::optional<bool> Compare(OpCode op, T x, T y) {
+  switch (op) {
+    case OpCode::kEq:
+      return x == y;
+    case OpCode::kNe:
+      return x != y;
+    case OpCode::kLt:
+      return x < y;
+    case OpCode::kLe:
+      return x <= y;
+    case OpCode::kGt:
+      return x > y;
+    case OpCode::kGe:
+      return x >= y;
+    default:
+      return std::nullopt;
+  }
+}
+
 int64_t FloorDiv(int64_t a, int64_t b) {
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
@@ -77,19 +99,8 @@ absl::StatusOr<Value> Checker::FoldBinary(OpCode op, SourcePos pos,
                        "0.0 cannot be raised to a "
                        "negative power");
         return Float(std::pow(x, y));
-      case OpCode::kEq:
-        return Bool(x == y);
-      case OpCode::kNe:
-        return Bool(x != y);
-      case OpCode::kLt:
-        return Bool(x < y);
-      case OpCode::kLe:
-        return Bool(x <= y);
-      case OpCode::kGt:
-        return Bool(x > y);
-      case OpCode::kGe:
-        return Bool(x >= y);
       default:
+        if (auto c = Compare(op, x, y)) return Bool(*c);
         break;
     }
     return Error(pos, absl::StrCat("unsupported operation ", OpName(op)));
@@ -134,19 +145,8 @@ absl::StatusOr<Value> Checker::FoldBinary(OpCode op, SourcePos pos,
       }
       return Int(result);
     }
-    case OpCode::kEq:
-      return Bool(x == y);
-    case OpCode::kNe:
-      return Bool(x != y);
-    case OpCode::kLt:
-      return Bool(x < y);
-    case OpCode::kLe:
-      return Bool(x <= y);
-    case OpCode::kGt:
-      return Bool(x > y);
-    case OpCode::kGe:
-      return Bool(x >= y);
     default:
+      if (auto c = Compare(op, x, y)) return Bool(*c);
       break;
   }
   return Error(pos, absl::StrCat("unsupported operation ", OpName(op)));

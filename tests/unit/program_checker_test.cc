@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "program/checker.h"
+#include "program/program_cache.h"
 #include "tests/unit/program_test_util.h"
 
 namespace shardmap {
@@ -347,6 +348,56 @@ TEST(CheckerCostTest, PeakBytesFreesAfterLastUse) {
   auto q = Check("lambda x, big: x + 1", {A(kF32, {1}), A(kF64, {100})});
   ASSERT_TRUE(q.ok()) << q.status();
   EXPECT_EQ(q->peak_bytes, 4 + 800);
+}
+
+}  // namespace
+}  // namespace program
+}  // namespace shardmap
+
+namespace shardmap {
+namespace program {
+namespace {
+
+TEST(CheckerLimitsTest, TuplesAreBoundedByTheirNestedSize) {
+  // Each `t = (t, t)` doubles the value: 20 lines would be a million
+  // nested values; the checker refuses where the bound is crossed.
+  std::string src = "def f(x):\n    t = (1, 1)\n";
+  for (int i = 0; i < 20; ++i) src += "    t = (t, t)\n";
+  src += "    return x\n";
+  auto p = CheckProgram(src, TestMesh(), {A(ElemType::kFloat32, {2})},
+                        CheckOptions());
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(p.status().message().find("max_tuple_nodes"), std::string::npos)
+      << p.status();
+  EXPECT_NE(p.status().message().find("line 17"), std::string::npos)
+      << p.status();
+}
+
+TEST(ProgramCacheTest, KeysOnEverythingTheCheckDependsOnAndEvictsTheOldest) {
+  ProgramCache cache(2);
+  const std::vector<ArgType> f32 = {A(ElemType::kFloat32, {4})};
+  const std::vector<ArgType> i32 = {A(ElemType::kInt32, {4})};
+  CheckOptions on, off;
+  off.check_vma = false;
+  auto a = cache.Check("lambda x: x * 2", TestMesh(), f32, on);
+  ASSERT_TRUE(a.ok()) << a.status();
+  // The same call comes from the cache; another dtype or check_vma does not.
+  EXPECT_EQ(a->get(),
+            cache.Check("lambda x: x * 2", TestMesh(), f32, on)->get());
+  auto b = cache.Check("lambda x: x * 2", TestMesh(), i32, on);
+  ASSERT_TRUE(b.ok());
+  EXPECT_NE(a->get(), b->get());
+  EXPECT_EQ((*b)->instrs.back().type.elem, ElemType::kInt32);
+  auto c = cache.Check("lambda x: x * 2", TestMesh(), f32, off);
+  ASSERT_TRUE(c.ok());
+  EXPECT_NE(a->get(), c->get());
+  EXPECT_EQ(cache.size(), 2u);  // the first one was evicted
+  EXPECT_NE(a->get(),
+            cache.Check("lambda x: x * 2", TestMesh(), f32, on)->get());
+  // Failures are not kept.
+  EXPECT_FALSE(cache.Check("lambda x: x +", TestMesh(), f32, on).ok());
+  EXPECT_EQ(cache.size(), 2u);
 }
 
 }  // namespace
