@@ -115,9 +115,12 @@ if ((INSTALL)); then
   mapfile -t need < <(missing_packages openmpi-bin libopenmpi-dev libgloo-dev iproute2 util-linux)
   if ((${#need[@]})); then
     say "installing ${need[*]}"
-    if ! { timeout 600 as_root apt-get update -qq &&
-           DEBIAN_FRONTEND=noninteractive timeout 1200 as_root apt-get install -y -qq \
-             --no-install-recommends "${need[@]}"; } >"$OUT/logs/apt.log" 2>&1; then
+    # as_root is a shell function, so it wraps timeout (timeout cannot run
+    # a function); env carries DEBIAN_FRONTEND through sudo.
+    if ! { as_root timeout 600 apt-get update -qq &&
+           as_root env DEBIAN_FRONTEND=noninteractive timeout 1200 apt-get \
+             install -y -qq --no-install-recommends "${need[@]}"; } \
+         >"$OUT/logs/apt.log" 2>&1; then
       tail -20 "$OUT/logs/apt.log" >&2
       echo "run.sh: apt-get failed (log: $OUT/logs/apt.log)" >&2
       exit 1
