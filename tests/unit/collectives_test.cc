@@ -753,6 +753,7 @@ TEST_P(AllToAllTest, ChunkJGoesToRankJ) {
     options.tag = Tag(0, "all_to_all(axes=('x',))");
     options.input = inputs[r];
     options.output = absl::MakeSpan(outputs[r]);
+    options.exchange.piece_bytes = 16;  // 100-byte chunks: 7 pieces
     return AllToAll(options, *transport);
   })));
   EXPECT_EQ(hub.PendingMessages(), 0u);
