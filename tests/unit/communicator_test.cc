@@ -1386,7 +1386,8 @@ TEST(CommunicatorTest, InvalidCallsFailOnEveryDeviceWithoutSending) {
       {"ppermute perm not a list",
        "x=2,y=4",
        [&](Communicator& c) { return c.Ppermute(f32({2}), {"x"}, json(7)); },
-       {"ppermute", "list of [source, destination] pairs"}},
+       {"ppermute", "`perm` passed to `jax.lax.ppermute` must be a list or a "
+                    "tuple. Got perm of type number"}},
       {"ppermute unknown axis",
        "x=2,y=4",
        [&](Communicator& c) {

@@ -454,12 +454,19 @@ TEST(PlannerErrorTest, BadMesh) {
                        {"mesh axis 'y' has size 0"}));
   EXPECT_TRUE(absl::StartsWith(s2.message(), "mesh: ")) << s2;
 
-  v1::JobSpec none = dup;
-  none.clear_mesh();
-  const absl::Status s3 = PlanJob(none, Lookup).status();
+  v1::JobSpec empty = dup;
+  empty.mutable_mesh()->clear_axes();  // set, but with no axes
+  const absl::Status s3 = PlanJob(empty, Lookup).status();
   EXPECT_TRUE(
       StatusIs(s3, absl::StatusCode::kInvalidArgument, {"mesh has no axes"}));
   EXPECT_TRUE(absl::StartsWith(s3.message(), "mesh: ")) << s3;
+  // Unset, and no resident argument to take one from (JAX's empty context
+  // mesh).
+  v1::JobSpec none = dup;
+  none.clear_mesh();
+  EXPECT_TRUE(StatusIs(PlanJob(none, Lookup).status(),
+                       absl::StatusCode::kInvalidArgument,
+                       {"mesh is missing"}));
 }
 
 TEST(PlannerErrorTest, BadArgHeader) {
