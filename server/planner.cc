@@ -258,6 +258,12 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
   for (int o = 0; o < spec.out_specs_size(); ++o) {
     const std::string what = SpecName("out_specs", o, spec.out_specs_size());
     const PartitionSpec s = SpecFromProto(spec.out_specs(o));
+    if (s.infer()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what,
+          " is Infer, which only in_specs of resident arguments may "
+          "be; give the output's spec"));
+    }
     if (s.unsplit()) {
       return absl::InvalidArgumentError(absl::StrCat(
           what,
@@ -372,6 +378,7 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
     SHARD_ASSIGN_OR_RETURN(st.array, index->Find(binding->name()));
     st.spec =
         binding->has_spec() ? SpecFromProto(binding->spec()) : PartitionSpec();
+    if (st.spec.infer()) st.spec = st.array.spec;  // the array's own
     SHARD_RETURN_IF_ERROR(
         CheckSpecsManual("state", {st.spec}, plan.manual_axes));
     SHARD_RETURN_IF_ERROR(

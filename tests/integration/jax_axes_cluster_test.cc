@@ -5,6 +5,7 @@
 // References are plain loops in this file.
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "client/shard_client.h"
 #include "tests/integration/test_cluster.h"
 #include "tests/unit/status_matchers.h"
@@ -36,6 +37,18 @@ std::vector<double> SumOfRowBlocks(const Tensor& t, int parts) {
   return out;
 }
 
+// psum(x, axes) with x split by `in_spec`, unassembled by `out_spec`.
+JobRequest PsumJob(const Tensor* x, const char* in_spec, const char* out_spec,
+                   const char* axes_json) {
+  JobRequest job;
+  job.function = "psum";
+  job.args = {x};
+  job.in_specs = {Spec(in_spec)};
+  job.out_specs = {Spec(out_spec)};
+  job.kwargs_json = absl::StrCat(R"({"axes": )", axes_json, "}");
+  return job;
+}
+
 class JaxAxesClusterTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { cluster_ = new TestCluster({8}); }
@@ -56,12 +69,7 @@ TestCluster* JaxAxesClusterTest::cluster_ = nullptr;
 
 TEST_F(JaxAxesClusterTest, DefaultMeshServesJobsThatNameNone) {
   Tensor x = Iota(8, 2);
-  JobRequest job;
-  job.function = "psum";
-  job.args = {&x};
-  job.in_specs = {Spec("P('x')")};
-  job.out_specs = {Spec("P()")};
-  job.kwargs_json = R"({"axes": "x"})";
+  JobRequest job = PsumJob(&x, "P('x')", "P()", R"("x")");
   auto client = Client(*Mesh::Parse("x=4"));
   auto result = client->Run(job);
   ASSERT_TRUE(result.ok()) << result.status();
@@ -107,14 +115,9 @@ TEST_F(JaxAxesClusterTest, PartialManualPsumEqualsJax) {
   // Mesh x=2,y=2 with y auto: blocks split over x only, so psum over x
   // is the sum of the two row halves, the same on every device.
   Tensor x = Iota(8, 2);
-  JobRequest job;
-  job.function = "psum";
+  JobRequest job = PsumJob(&x, "P('x')", "P()", R"("x")");
   job.mesh = *Mesh::Parse("x=2,y=2");
   job.auto_axes = {"y"};
-  job.args = {&x};
-  job.in_specs = {Spec("P('x')")};
-  job.out_specs = {Spec("P()")};
-  job.kwargs_json = R"({"axes": "x"})";
   auto result = Client()->Run(job);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(Values(result->outputs[0]), SumOfRowBlocks(x, 2));
@@ -151,14 +154,9 @@ TEST_F(JaxAxesClusterTest, PartialManualPsumEqualsJax) {
 
 TEST_F(JaxAxesClusterTest, PsumOverNoAxesIsIdentity) {
   Tensor x = Iota(4, 2);
-  JobRequest job;
-  job.function = "psum";
+  JobRequest job = PsumJob(&x, "P('i')", "P('i')", "[]");
   job.mesh = *Mesh::Parse("i=4");
   job.axis_names = {"i"};
-  job.args = {&x};
-  job.in_specs = {Spec("P('i')")};
-  job.out_specs = {Spec("P('i')")};
-  job.kwargs_json = R"({"axes": []})";
   auto result = Client()->Run(job);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(Values(result->outputs[0]), Values(x));

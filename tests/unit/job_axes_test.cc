@@ -129,6 +129,12 @@ TEST_F(JobAxesTest, InferNeedsAResidentArrayOnTheJobsMesh) {
                        {"in_specs[1] is Infer", "args[1] is not a resident"}));
 }
 
+TEST_F(JobAxesTest, InferIsNoOutSpec) {
+  EXPECT_TRUE(StatusIs(Plan(Resident("add", {"a", "a"}, "Infer")).status(),
+                       absl::StatusCode::kInvalidArgument,
+                       {"out_specs is Infer"}));
+}
+
 TEST_F(JobAxesTest, NoMeshAndNoResidentArgumentIsAClearError) {
   v1::JobSpec job;
   job.set_function("add");
