@@ -366,9 +366,11 @@ class BadInputTest(unittest.TestCase):
                               [np.zeros((4, 3)), np.zeros((4, 3))], ["P('x')"]))
 
     def test_usage_errors(self):
+        # --mesh is optional (SHARDMAP_MESH, or the residents' mesh);
+        # --out-spec is not.
         code, out, err = shardctl("run", "--coordinator", ADDRESS, "--fn", "identity")
         self.assertEqual(code, 64)
-        self.assertIn("--mesh", err)
+        self.assertIn("--out-spec is required", err)
         code, out, err = shardctl("bogus")
         self.assertEqual(code, 64)
 
