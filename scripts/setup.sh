@@ -20,7 +20,7 @@ if [[ "${1:-}" != "--build-only" ]]; then
   # Deploy manifests (docker-compose config, YAML), fuzzing (libFuzzer),
   # test certificates.
   PACKAGES+=(docker-compose python3-yaml clang-14 libclang-rt-14-dev openssl)
-  # The compose test (tests/system/compose_test.sh): the image built and the
+  # The compose test (tests/system/compose_test.py): the image built and the
   # cluster brought up with podman; SHARDMAP_COMPOSE=0 leaves them out.
   if [[ "${SHARDMAP_COMPOSE:-1}" != 0 ]]; then
     PACKAGES+=(podman podman-compose runc netavark aardvark-dns debootstrap)
