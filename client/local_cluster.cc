@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/shard_client.h"
 #include "core/status_util.h"
+#include "rpc/channel.h"
 
 namespace shardmap {
 namespace {
@@ -134,7 +135,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(
   if (!address.ok()) {
     return Annotate(address.status(), "starting shardmap-coordinator");
   }
-  cluster->address_ = *address;
+  // It announces what it listens on (0.0.0.0:P for --listen 0.0.0.0:P).
+  cluster->address_ = DialableAddress(*address);
   cluster->client_security_ = options.security.Channels();
   cluster->client_security_.token = token;
   if (options.security.token().empty()) {

@@ -11,6 +11,9 @@
 # Services of deploy/k8s (shardmap, shardmap-registry, *.shardmap-workers, in
 # namespace shardmap); add more names as arguments. Existing files are kept:
 # delete OUT_DIR to make new ones. Uses only the openssl CLI.
+#
+# Run it with sudo: the containers' user (uid 10001) then owns shardmap.key
+# and token, and you own the client files (shardctl needs no sudo).
 set -euo pipefail
 out=${1:-$(dirname "$0")/certs}
 shift || true
@@ -65,11 +68,20 @@ openssl rand -hex 32 >token
 
 # What the containers read must be readable by their user: owned by it when
 # we can (root), else readable by all (fine for a local docker-compose try,
-# not for a shared machine).
+# not for a shared machine). Run as root through sudo, the client's files
+# (client.crt, client.key, ca.crt) and the directory go to the invoking
+# user and the token is readable by that user's group too, so shardctl
+# works without sudo; ca.key stays root's.
 chmod 0644 ca.crt shardmap.crt client.crt
 if [[ $(id -u) -eq 0 ]]; then
   chown "$uid:$uid" shardmap.key token
   chmod 0400 shardmap.key token
+  if [[ -n "${SUDO_UID:-}" && "${SUDO_UID}" != 0 ]]; then
+    gid=${SUDO_GID:-$SUDO_UID}
+    chown "$SUDO_UID:$gid" . ca.crt client.crt client.key
+    chgrp "$gid" token
+    chmod 0440 token
+  fi
 else
   chmod 0644 shardmap.key token
   echo "make-certs: not root, so shardmap.key and token are world-readable" \

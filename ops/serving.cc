@@ -99,6 +99,17 @@ void Serving::Shutdown(absl::Time deadline) {
   health_port_.reset();
 }
 
+std::string ListeningAddress(const std::string& listen,
+                             const std::string& bound) {
+  const size_t listen_colon = listen.rfind(':');
+  const size_t bound_colon = bound.rfind(':');
+  if (bound.empty() || listen_colon == std::string::npos || listen_colon == 0 ||
+      bound_colon == std::string::npos) {
+    return bound;
+  }
+  return listen.substr(0, listen_colon) + bound.substr(bound_colon);
+}
+
 void PrintServingLines(std::ostream& out, const std::string& program,
                        const std::string& address,
                        const std::string& health_address,

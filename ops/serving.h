@@ -79,9 +79,16 @@ class Serving {
   bool shut_down_ = false;
 };
 
+// What a server reports it listens on: the host of `listen` as given
+// (0.0.0.0 stays 0.0.0.0) with the port of `bound`, the dialable address
+// the server got (port 0 resolved). Empty when `bound` is.
+std::string ListeningAddress(const std::string& listen,
+                             const std::string& bound);
+
 // Prints "<program> listening on <address>", then "<program> health on
 // <...>" and "<program> metrics on <...>" for those that are not empty:
-// the lines scripts and tests wait for.
+// the lines scripts and tests wait for. Give the ListeningAddress forms
+// (readers dial them through DialableAddress, rpc/channel.h).
 void PrintServingLines(std::ostream& out, const std::string& program,
                        const std::string& address,
                        const std::string& health_address,

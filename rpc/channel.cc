@@ -5,6 +5,7 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/support/channel_arguments.h>
 
+#include "absl/strings/numbers.h"
 #include "rpc/credentials.h"
 #include "rpc/keepalive.h"
 #include "rpc/token_auth.h"
@@ -109,6 +110,16 @@ std::string ReplacePort(const std::string& listen, int port) {
   if (host.empty() || host == "0.0.0.0") host = "127.0.0.1";
   if (host == "[::]") host = "[::1]";
   return host + ":" + std::to_string(port);
+}
+
+std::string DialableAddress(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos ||
+      !absl::SimpleAtoi(address.substr(colon + 1), &port)) {
+    return address;
+  }
+  return ReplacePort(address, port);
 }
 
 }  // namespace shardmap

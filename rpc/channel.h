@@ -25,7 +25,13 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
 void ConfigureServerBuilder(grpc::ServerBuilder& builder);
 
 // "127.0.0.1:0" + 4242 -> "127.0.0.1:4242"; "[::1]:0" -> "[::1]:4242".
+// A listen address on every interface gives its loopback form:
+// "0.0.0.0:0" + 4242 -> "127.0.0.1:4242", "[::]:0" -> "[::1]:4242".
 std::string ReplacePort(const std::string& listen, int port);
+
+// The address to dial for a server that listens on `address`: the same,
+// except that 0.0.0.0, [::] and an empty host become loopback.
+std::string DialableAddress(const std::string& address);
 
 }  // namespace shardmap
 

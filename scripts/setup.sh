@@ -11,6 +11,8 @@ PACKAGES=(
   libabsl-dev libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev
   nlohmann-json3-dev
   libzip-dev zlib1g-dev libxxhash-dev prometheus-cpp-dev
+  # The compiler cache scripts/build.sh and deploy/Dockerfile's build share.
+  ccache
 )
 if [[ "${1:-}" != "--build-only" ]]; then
   PACKAGES+=(libgtest-dev libgmock-dev libbenchmark-dev python3 python3-numpy
@@ -18,6 +20,11 @@ if [[ "${1:-}" != "--build-only" ]]; then
   # Deploy manifests (docker-compose config, YAML), fuzzing (libFuzzer),
   # test certificates.
   PACKAGES+=(docker-compose python3-yaml clang-14 libclang-rt-14-dev openssl)
+  # The compose test (tests/system/compose_test.py): the image built and the
+  # cluster brought up with podman; SHARDMAP_COMPOSE=0 leaves them out.
+  if [[ "${SHARDMAP_COMPOSE:-1}" != 0 ]]; then
+    PACKAGES+=(podman podman-compose runc netavark aardvark-dns debootstrap)
+  fi
 fi
 
 missing=()

@@ -110,9 +110,11 @@ int main(int argc, char** argv) {
   options.data_dir = data_dir;
   auto coordinator = Coordinator::Create(options);
   if (!coordinator.ok()) return ReportStartupError(coordinator.status());
-  PrintServingLines(std::cout, "shardmap-coordinator",
-                    (*coordinator)->address(), (*coordinator)->health_address(),
-                    (*coordinator)->metrics_address());
+  PrintServingLines(
+      std::cout, "shardmap-coordinator",
+      ListeningAddress(listen, (*coordinator)->address()),
+      ListeningAddress(ops.health_listen, (*coordinator)->health_address()),
+      (*coordinator)->metrics_address());
   (*coordinator)->Drain(WaitForTerminationSignal());
   coordinator->reset();
   spdlog::info("stopped");

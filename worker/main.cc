@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
                "too, not shared memory (also env SHARDMAP_NO_SHM=1)");
   SecurityOptions security_options;
   AddSecurityFlags(app, security_options, /*server=*/true);
+  app.set_version_flag("--version", SHARDMAP_VERSION);
   CLI11_PARSE(app, argc, argv);
   BlockTerminationSignals();
   auto rank = ResolveRank(SystemRankSources(rank_flag, rank_from_hostname));
@@ -99,8 +100,11 @@ int main(int argc, char** argv) {
   options.grace_seconds = ops.grace_seconds;
   auto worker = Worker::Create(options);
   if (!worker.ok()) return ReportStartupError(worker.status());
-  PrintServingLines(std::cout, "shardmap-worker", (*worker)->address(),
-                    (*worker)->health_address(), (*worker)->metrics_address());
+  PrintServingLines(
+      std::cout, "shardmap-worker",
+      ListeningAddress(listen, (*worker)->address()),
+      ListeningAddress(ops.health_listen, (*worker)->health_address()),
+      (*worker)->metrics_address());
   (*worker)->Drain(WaitForTerminationSignal());
   worker->reset();
   return kExitOk;

@@ -6,6 +6,8 @@ Environment: SHARDMAP_BIN_DIR = directory of shardctl and the servers.
 """
 import json
 import os
+import re
+import subprocess
 import sys
 import unittest
 
@@ -381,6 +383,66 @@ class BadInputTest(unittest.TestCase):
         e = json.loads(out)["error"]
         self.assertEqual(e["code"], "NOT_FOUND")
         self.assertEqual(e["exit_code"], 64)
+
+
+def in_netns(*argv):
+    """`argv` in a network namespace of its own (only its loopback), so
+    binding 0.0.0.0 reaches no other interface."""
+    return ["unshare", "--net", "--", "sh", "-c",
+            'ip link set lo up && exec "$@"', "sh", *argv]
+
+
+class ServerCliTest(unittest.TestCase):
+
+    def test_version_of_every_binary(self):
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                               "..", "..", "CMakeLists.txt")) as f:
+            version = re.search(r"project\(shardmap VERSION ([\d.]+)",
+                                f.read()).group(1)
+        for binary in ("shardctl", "shardmap-coordinator", "shardmap-worker"):
+            p = subprocess.run([os.path.join(harness.BIN, binary),
+                                "--version"], capture_output=True, text=True,
+                               timeout=30)
+            self.assertEqual((p.returncode, p.stdout.strip()), (0, version),
+                             f"{binary} --version: {p.stderr}")
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root (unshare --net)")
+    def test_servers_print_the_any_address_they_listen_on(self):
+        """--listen/--health-listen/--metrics 0.0.0.0:0 are printed as
+        0.0.0.0:PORT, not as a loopback address."""
+        any_flags = ["--listen", "0.0.0.0:0", "--health-listen", "0.0.0.0:0",
+                     "--metrics", "0.0.0.0:0", "--insecure"]
+        servers = {
+            "shardmap-coordinator": [],
+            # Its coordinator is not there: it serves and retries.
+            "shardmap-worker": ["--coordinator", "127.0.0.1:1"]}
+        for binary, extra in servers.items():
+            proc = subprocess.Popen(
+                in_netns(os.path.join(harness.BIN, binary), *extra,
+                         *any_flags), stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL, text=True)
+            try:
+                lines = [proc.stdout.readline().strip() for _ in range(3)]
+            finally:
+                proc.kill()
+                proc.wait()
+                proc.stdout.close()
+            for what, line in zip(("listening", "health", "metrics"), lines):
+                self.assertRegex(line, rf"^{binary} {what} on 0\.0\.0\.0:"
+                                 r"[1-9]\d*$", lines)
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root (unshare --net)")
+    def test_local_cluster_on_the_any_address_dials_loopback(self):
+        proc = subprocess.Popen(
+            in_netns(harness.SHARDCTL, "up", "--workers", "1", "--listen",
+                     "0.0.0.0:0", "--insecure"), stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True)
+        try:
+            line = proc.stdout.readline().strip()
+        finally:
+            proc.kill()
+            _, err = proc.communicate(timeout=30)
+        self.assertRegex(line, r"127\.0\.0\.1:[1-9]\d*", err)
 
 
 if __name__ == "__main__":

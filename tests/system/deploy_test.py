@@ -501,12 +501,24 @@ class DockerfileTest(unittest.TestCase):
         stages = dockerfile_stages()
         self.assertGreaterEqual(len(stages), 2)
         for image, _ in stages:
-            self.assertRegex(image, r"^debian:bookworm(-slim)?$")
+            # Fully qualified: no registry search list needed (podman).
+            self.assertRegex(image,
+                             r"^docker\.io/library/debian:bookworm(-slim)?$")
         build = " ".join(stages[0][1])
         for b in BINARIES:
             self.assertIn(b, build)
-        self.assertIn("Release", build)
+        # The flags of scripts/build.sh, so a host build's ccache serves it.
+        with open(os.path.join(REPO, "scripts", "build.sh")) as f:
+            build_type = re.search(r"-DCMAKE_BUILD_TYPE=(\w+)",
+                                   f.read()).group(1)
+        self.assertIn(f"-DCMAKE_BUILD_TYPE={build_type}", build)
         runtime = stages[-1][1]
+        installs = [line for line in runtime if "apt-get install" in line]
+        self.assertTrue(installs, "runtime stage installs no package")
+        for line in installs:
+            for part in ("--no-install-recommends", "apt-get clean",
+                         "rm -rf /var/lib/apt/lists/*"):
+                self.assertIn(part, line)
         users = [line.split()[1] for line in runtime if line.startswith("USER")]
         self.assertTrue(users and users[-1].split(":")[0] not in ("0", "root"),
                         f"runtime USER {users}")
@@ -617,6 +629,43 @@ class CertificatesTest(unittest.TestCase):
                 hosts.add(name)
         uncovered = sorted(h for h in hosts if not cert_covers(names, h))
         self.assertFalse(uncovered, f"certificate names {sorted(names)}")
+
+    @unittest.skipUnless(os.geteuid() == 0, "needs root (make-certs.sh as sudo)")
+    def test_sudo_gives_client_files_to_invoking_user(self):
+        """As `sudo make-certs.sh`: the invoking user reads the client files
+        and the token, uid 10001 the server key and the token; the invoking
+        user cannot read the server key, nobody else the token."""
+        user, other, server = 12345, 23456, 10001
+        with tempfile.TemporaryDirectory() as tmp:
+            os.chmod(tmp, 0o755)
+            out = os.path.join(tmp, "certs")
+            env = dict(os.environ, SUDO_UID=str(user), SUDO_GID=str(user))
+            p = subprocess.run(["bash", os.path.join(REPO, "deploy",
+                                                     "make-certs.sh"), out],
+                               capture_output=True, text=True, env=env,
+                               timeout=TIMEOUT)
+            self.assertEqual(p.returncode, 0, p.stderr)
+
+            def readable(uid, name):
+                def become():
+                    os.setgroups([])
+                    os.setgid(uid)
+                    os.setuid(uid)
+                r = subprocess.run(["cat", os.path.join(out, name)],
+                                   capture_output=True, preexec_fn=become,
+                                   timeout=TIMEOUT)
+                return r.returncode == 0 and len(r.stdout) > 0
+
+            want = {  # file: uids that must read it (the others must not)
+                "client.key": {user}, "client.crt": {user, other, server},
+                "ca.crt": {user, other, server}, "token": {user, server},
+                "shardmap.key": {server}, "ca.key": set(),
+            }
+            for name, readers in want.items():
+                for uid in (user, other, server):
+                    self.assertEqual(readable(uid, name), uid in readers,
+                                     f"{name} readable by uid {uid}")
+            self.assertEqual(os.stat(out).st_uid, user)
 
 
 if __name__ == "__main__":
