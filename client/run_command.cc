@@ -19,6 +19,7 @@
 #include "client/output_file.h"
 #include "client/run_request.h"
 #include "client/shard_client.h"
+#include "client/tree_run.h"
 #include "core/npy.h"
 #include "core/status_util.h"
 #include "wire/signature.h"
@@ -64,7 +65,34 @@ absl::StatusOr<std::pair<std::string, std::string>> SplitBinding(
   return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
 }
 
-// --state SLOT=NAME and --state-spec SLOT=SPEC.
+// --state-out-spec SLOT=SPEC: the sharding a written state is stored in.
+absl::Status ParseStateOutSpecs(const RunFlags& f, JobRequest* job) {
+  for (const std::string& text : f.state_out_specs) {
+    SHARD_ASSIGN_OR_RETURN(auto kv,
+                           SplitBinding(text, "--state-out-spec", "SLOT=SPEC"));
+    auto st = std::find_if(
+        job->states.begin(), job->states.end(),
+        [&](const JobRequest::State& s) { return s.slot == kv.first; });
+    if (st == job->states.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--state-out-spec: slot '", kv.first,
+                       "' is not bound; give --state ", kv.first, "=NAME too"));
+    }
+    if (st->out_spec.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--state-out-spec: slot '", kv.first, "' has two out specs"));
+    }
+    auto spec = PartitionSpec::Parse(kv.second);
+    if (!spec.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--state-out-spec ", kv.first, ": ", spec.status().message()));
+    }
+    st->out_spec = *std::move(spec);
+  }
+  return absl::OkStatus();
+}
+
+// --state SLOT=NAME and --state-spec SLOT=SPEC (or SPEC for all).
 absl::Status ParseStates(const RunFlags& f, JobRequest* job) {
   for (const std::string& text : f.states) {
     SHARD_ASSIGN_OR_RETURN(auto kv, SplitBinding(text, "--state", "SLOT=NAME"));
@@ -81,6 +109,11 @@ absl::Status ParseStates(const RunFlags& f, JobRequest* job) {
     job->states.push_back(std::move(st));
   }
   for (const std::string& text : f.state_specs) {
+    if (text.find('=') == std::string::npos) {  // one spec for every state
+      SHARD_ASSIGN_OR_RETURN(TreeRule all, ParseTreeRule("*=" + text));
+      job->trees.state_rules.push_back(std::move(all));
+      continue;
+    }
     SHARD_ASSIGN_OR_RETURN(auto kv,
                            SplitBinding(text, "--state-spec", "SLOT=SPEC"));
     auto st = std::find_if(
@@ -102,7 +135,7 @@ absl::Status ParseStates(const RunFlags& f, JobRequest* job) {
     }
     st->spec = *std::move(spec);
   }
-  return absl::OkStatus();
+  return ParseStateOutSpecs(f, job);
 }
 
 }  // namespace
@@ -131,16 +164,18 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
         absl::StrCat("--mesh: ", mesh.status().message()));
   }
   run.job.mesh = *mesh;
-  if (!f.args.empty() && f.in_specs.empty()) {
+  const bool trees = UsesTrees(f);
+  if (trees) SHARD_RETURN_IF_ERROR(ParseTreeSpecs(f, &run.job));
+  if (!trees && !f.args.empty() && f.in_specs.empty()) {
     return absl::InvalidArgumentError(
         "--in-spec is required: give one per --arg, or one for all");
   }
-  if (f.in_specs.size() > 1 && f.in_specs.size() != f.args.size()) {
+  if (!trees && f.in_specs.size() > 1 && f.in_specs.size() != f.args.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "got ", f.args.size(), " --arg but ", f.in_specs.size(),
         " --in-spec; give one --in-spec per --arg, or one for all"));
   }
-  for (size_t i = 0; i < f.in_specs.size(); ++i) {
+  for (size_t i = 0; !trees && i < f.in_specs.size(); ++i) {
     auto spec = PartitionSpec::Parse(f.in_specs[i]);
     if (!spec.ok()) {
       return absl::InvalidArgumentError(
@@ -148,18 +183,18 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
     }
     run.job.in_specs.push_back(*spec);
   }
-  if (f.out_specs.empty()) {
+  if (!trees && f.out_specs.empty()) {
     return absl::InvalidArgumentError(
         "--out-spec is required: give one per output (P() for a replicated "
         "output)");
   }
-  if (!f.outs.empty() && f.outs.size() != f.out_specs.size() &&
+  if (!trees && !f.outs.empty() && f.outs.size() != f.out_specs.size() &&
       f.out_specs.size() != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("got ", f.outs.size(), " --out but ", f.out_specs.size(),
                      " --out-spec; give one --out-spec per --out"));
   }
-  for (size_t i = 0; i < f.out_specs.size(); ++i) {
+  for (size_t i = 0; !trees && i < f.out_specs.size(); ++i) {
     auto spec = PartitionSpec::Parse(f.out_specs[i]);
     if (!spec.ok()) {
       return absl::InvalidArgumentError(
@@ -183,6 +218,10 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
     return absl::InvalidArgumentError(
         "resident arrays (@NAME, --state) live on a running cluster; use "
         "--coordinator HOST:PORT instead of --local");
+  }
+  if (trees) {
+    SHARD_RETURN_IF_ERROR(ReadTreeArgs(f, &run, exit_code));
+    return run;
   }
   for (size_t i = 0; i < f.args.size(); ++i) {
     if (IsResident(i, run.job.resident_args)) continue;
@@ -311,6 +350,12 @@ int RunCommand(const RunFlags& f) {
                        RunExitCode(*client, result.status(), run.job), f.json);
   }
   const size_t total = result->outputs.size() + result->stored.size();
+  if (WritesTreeNpz(f)) {
+    if (absl::Status s = WriteTreeOutputs(f.outs[0], *result); !s.ok()) {
+      return ReportError(s, kExitCantCreate, f.json);
+    }
+    return ReportTreeRun(f, run.job, *result, seconds);
+  }
   if (!f.outs.empty() && f.outs.size() != total) {
     return ReportError(absl::InvalidArgumentError(absl::StrCat(
                            what, " returned ", total, " outputs but ",
