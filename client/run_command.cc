@@ -356,7 +356,7 @@ int RunCommand(const RunFlags& f) {
     }
     return ReportTreeRun(f, run.job, *result, seconds);
   }
-  if (!f.outs.empty() && f.outs.size() != total) {
+  if (!f.outs.empty() && f.outs.size() != total && !StoresTree(f)) {
     return ReportError(absl::InvalidArgumentError(absl::StrCat(
                            what, " returned ", total, " outputs but ",
                            f.outs.size(), " --out were given")),

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
+#include "client/array_command_util.h"
 #include "client/exit_codes.h"
 #include "client/tree_def.h"
 #include "client/tree_literal.h"
@@ -25,6 +26,34 @@ namespace shardmap {
 namespace {
 
 bool IsNpz(const std::string& path) { return absl::EndsWith(path, ".npz"); }
+
+// "@PREFIX/": every resident array PREFIX/KEY, as a dict tree.
+bool IsResidentTree(const std::string& text) {
+  return text.size() > 2 && text[0] == '@' && absl::EndsWith(text, "/");
+}
+
+// The dict tree of the resident arrays under `prefix` ("mlp/"), and their
+// names in leaf order. NOT_FOUND when there are none.
+absl::StatusOr<v1::TreeNode> ResidentTree(const RunFlags& f,
+                                          const std::string& prefix,
+                                          std::vector<std::string>* names) {
+  SHARD_ASSIGN_OR_RETURN(auto client, Connect(f.coordinator));
+  SHARD_ASSIGN_OR_RETURN(auto listed, client->List(prefix));
+  std::vector<std::string> keys;
+  for (const v1::ResidentInfo& info : listed) {
+    if (absl::StartsWith(info.name(), prefix)) {
+      keys.push_back(info.name().substr(prefix.size()));
+    }
+  }
+  if (keys.empty()) {
+    return absl::NotFoundError(absl::StrCat(
+        "--arg @", prefix, ": no resident arrays are named ", prefix, "..."));
+  }
+  std::vector<size_t> order;
+  SHARD_ASSIGN_OR_RETURN(v1::TreeNode tree, DictTreeFromKeys(keys, &order));
+  for (size_t k : order) names->push_back(prefix + keys[k]);
+  return tree;
+}
 
 bool IsContainerText(const std::string& text) {
   const absl::string_view t = absl::StripLeadingAsciiWhitespace(text);
@@ -119,8 +148,11 @@ void AddTreeOptions(CLI::App* cmd, RunFlags& run) {
 
 bool UsesTrees(const RunFlags& f) {
   for (const std::string& a : f.args) {
-    if (IsNpz(a) && !absl::StartsWith(a, "@")) return true;
+    if ((IsNpz(a) && !absl::StartsWith(a, "@")) || IsResidentTree(a)) {
+      return true;
+    }
   }
+  if (StoresTree(f)) return true;
   for (const auto* texts : {&f.in_specs, &f.out_specs}) {
     for (const std::string& t : *texts) {
       if (IsContainerText(t)) return true;
@@ -182,6 +214,22 @@ absl::Status ReadTreeArgs(const RunFlags& f, ParsedRun* run, int* exit_code) {
   std::vector<bool> is_resident;
   for (size_t i = 0; i < f.args.size(); ++i) {
     const std::string& a = f.args[i];
+    if (IsResidentTree(a)) {
+      std::vector<std::string> names;
+      auto tree = ResidentTree(f, a.substr(1), &names);
+      if (!tree.ok()) {
+        *exit_code = tree.status().code() == absl::StatusCode::kNotFound
+                         ? kExitDataErr
+                         : ExitCodeForStatus(tree.status());
+        return tree.status();
+      }
+      *args.add_children() = *std::move(tree);
+      for (std::string& name : names) {
+        resident.push_back(std::move(name));
+        is_resident.push_back(true);
+      }
+      continue;
+    }
     if (absl::StartsWith(a, "@")) {
       *args.add_children() = TreeLeafNode();
       resident.push_back(a.substr(1));
@@ -235,7 +283,25 @@ absl::Status ReadTreeArgs(const RunFlags& f, ParsedRun* run, int* exit_code) {
     job.trees.outputs = *job.trees.out_specs;  // one output per spec
   }
   job.trees.args = std::move(args);
+  if (StoresTree(f)) {
+    // Every output stored as PREFIX/PATH, its path in the output tree.
+    if (!job.trees.outputs.has_value()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--out ", f.outs[0],
+                       " needs --out-tree (the outputs' structure, "
+                       "e.g. args[0]): it names each stored output"));
+    }
+    const std::string prefix = f.outs[0].substr(1);
+    job.resident_outputs.clear();
+    for (const TreeLeafPath& p : TreeLeafPaths(*job.trees.outputs)) {
+      job.resident_outputs.push_back(prefix + p.path);
+    }
+  }
   return absl::OkStatus();
+}
+
+bool StoresTree(const RunFlags& f) {
+  return f.outs.size() == 1 && IsResidentTree(f.outs[0]);
 }
 
 bool WritesTreeNpz(const RunFlags& f) {

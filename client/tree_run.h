@@ -22,9 +22,9 @@ namespace shardmap {
 // --in-rules, --out-rules, --out-tree, --state-out-spec.
 void AddTreeOptions(CLI::App* cmd, RunFlags& run);
 
-// Whether the flags use pytrees: an .npz --arg or --out, a tuple, list or
-// dict in an --in-spec or --out-spec, --in-rules, --out-rules or
-// --out-tree.
+// Whether the flags use pytrees: an .npz or @PREFIX/ --arg or --out, a
+// tuple, list or dict in an --in-spec or --out-spec, --in-rules,
+// --out-rules or --out-tree.
 bool UsesTrees(const RunFlags& f);
 
 // Sets job->in_specs, out_specs and trees from --in-spec/--in-rules and
@@ -33,14 +33,20 @@ bool UsesTrees(const RunFlags& f);
 absl::Status ParseTreeSpecs(const RunFlags& f, JobRequest* job);
 
 // Reads the arguments: a .npy file is a leaf, an .npz file a dict tree of
-// its members, @NAME a resident leaf; sets run->inputs, job.args,
+// its members, @NAME a resident leaf, @PREFIX/ a dict tree of the resident
+// arrays PREFIX/KEY (listed on --coordinator); sets run->inputs, job.args,
 // job.resident_args and job.trees.args, and job.trees.outputs from
 // --out-tree ("args[N]": the shape of argument N; or a literal with '*'
-// leaves; default with tree-shaped --out-spec: that shape). Errors: a file
+// leaves; default with tree-shaped --out-spec: that shape), and with
+// --out @PREFIX/ stores every output as PREFIX/PATH. Errors: a file
 // that cannot be read (exit 66 missing, 65 malformed, through *exit_code),
 // INVALID_ARGUMENT for a bad --out-tree or .npz keys that do not form a
 // tree.
 absl::Status ReadTreeArgs(const RunFlags& f, ParsedRun* run, int* exit_code);
+
+// Whether the outputs are stored as a tree of resident arrays (--out
+// @PREFIX/).
+bool StoresTree(const RunFlags& f);
 
 // Whether the outputs go to one .npz file (--out FILE.npz).
 bool WritesTreeNpz(const RunFlags& f);

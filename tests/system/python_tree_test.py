@@ -27,8 +27,9 @@ class PythonTreeTest(python_env.LocalClusterCase):
         params = {"w": RNG.standard_normal((8, 4)).astype(np.float32),
                   "b": RNG.standard_normal(8).astype(np.float32)}
         xs = [np.arange(8.0), None]
-        # Leaves in JAX's order: params['b'], params['w'], xs[0].
-        f = sm.shard_map("lambda b, w, x: (b + x, w * 2.0)", mesh=self.line,
+        # Leaves in JAX's order: params['b'], params['w'], xs[0]; the
+        # outputs fill out_specs' leaves in order: 'scaled'[0], then 'sum'.
+        f = sm.shard_map("lambda b, w, x: (w * 2.0, b + x)", mesh=self.line,
                          in_specs=({"b": P("i"), "w": P("i", None)}, P("i")),
                          out_specs={"sum": P("i"), "scaled": [P("i")]})
         got = f(params, xs)

@@ -132,6 +132,33 @@ class TreeTest(harness.ClusterTestCase):
         self.assertIn("args[0]['b']", err)
         self.assertIn("in_rules rule '*'", err)
 
+    def test_resident_tree_updated_as_a_tree(self):
+        # nnx: params put by rules, one step reads @pp/ and stores the new
+        # params back under the same names and shardings, then get-tree.
+        w = RNG.standard_normal((8, 4)).astype(np.float32)
+        b = RNG.standard_normal(8).astype(np.float32)
+        rules = "w=P('x', 'y'); b=P('x')"
+        code, _, err = self.ctl(self.up, "put-tree", "pp", self.npz(w=w, b=b),
+                                "--mesh", "x=2,y=2", "--rules", rules,
+                                "--overwrite")
+        self.assertEqual(code, 0, err)
+        before = self.ls("pp/")
+        self.run_ok("--mesh", "x=2,y=2",
+                    "--expr", "lambda b, w: (b - 0.5, w * 0.5)",
+                    "--arg", "@pp/", "--in-rules", rules,
+                    "--out-tree", "args[0]", "--out-rules", rules,
+                    "--out", "@pp/")
+        after = self.ls("pp/")
+        for name in ("pp/w", "pp/b"):
+            self.assertGreater(after[name]["version"], before[name]["version"])
+            self.assertEqual(after[name]["spec"], before[name]["spec"])
+        back = self.path("pp.npz")
+        code, _, err = self.ctl(self.up, "get-tree", "pp", back)
+        self.assertEqual(code, 0, err)
+        got = np.load(back)
+        np.testing.assert_array_equal(got["w"], w * np.float32(0.5))
+        np.testing.assert_array_equal(got["b"], b - np.float32(0.5))
+
     # --- state specs -----------------------------------------------------
 
     def put(self, name, array, mesh, spec):
