@@ -65,30 +65,29 @@ absl::StatusOr<std::pair<std::string, std::string>> SplitBinding(
   return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
 }
 
-// --state-out-spec SLOT=SPEC: the sharding a written state is stored in.
-absl::Status ParseStateOutSpecs(const RunFlags& f, JobRequest* job) {
-  for (const std::string& text : f.state_out_specs) {
-    SHARD_ASSIGN_OR_RETURN(auto kv,
-                           SplitBinding(text, "--state-out-spec", "SLOT=SPEC"));
-    auto st = std::find_if(
-        job->states.begin(), job->states.end(),
-        [&](const JobRequest::State& s) { return s.slot == kv.first; });
-    if (st == job->states.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--state-out-spec: slot '", kv.first,
-                       "' is not bound; give --state ", kv.first, "=NAME too"));
-    }
-    if (st->out_spec.has_value()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--state-out-spec: slot '", kv.first, "' has two out specs"));
-    }
-    auto spec = PartitionSpec::Parse(kv.second);
-    if (!spec.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--state-out-spec ", kv.first, ": ", spec.status().message()));
-    }
-    st->out_spec = *std::move(spec);
+// FLAG SLOT=SPEC: sets `field` (the spec, or out_spec) of the bound slot.
+absl::Status ParseSlotSpec(
+    const std::string& text, absl::string_view flag,
+    std::optional<PartitionSpec> JobRequest::State::*field, JobRequest* job) {
+  SHARD_ASSIGN_OR_RETURN(auto kv, SplitBinding(text, flag, "SLOT=SPEC"));
+  auto st = std::find_if(
+      job->states.begin(), job->states.end(),
+      [&](const JobRequest::State& s) { return s.slot == kv.first; });
+  if (st == job->states.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": slot '", kv.first,
+                     "' is not bound; give --state ", kv.first, "=NAME too"));
   }
+  if (((*st).*field).has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": slot '", kv.first, "' has two specs"));
+  }
+  auto spec = PartitionSpec::Parse(kv.second);
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " ", kv.first, ": ", spec.status().message()));
+  }
+  (*st).*field = *std::move(spec);
   return absl::OkStatus();
 }
 
@@ -114,28 +113,22 @@ absl::Status ParseStates(const RunFlags& f, JobRequest* job) {
       job->trees.state_rules.push_back(std::move(all));
       continue;
     }
-    SHARD_ASSIGN_OR_RETURN(auto kv,
-                           SplitBinding(text, "--state-spec", "SLOT=SPEC"));
-    auto st = std::find_if(
-        job->states.begin(), job->states.end(),
-        [&](const JobRequest::State& s) { return s.slot == kv.first; });
-    if (st == job->states.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--state-spec: slot '", kv.first,
-                       "' is not bound; give --state ", kv.first, "=NAME too"));
-    }
-    if (st->spec.has_value()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--state-spec: slot '", kv.first, "' has two specs"));
-    }
-    auto spec = PartitionSpec::Parse(kv.second);
-    if (!spec.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--state-spec ", kv.first, ": ", spec.status().message()));
-    }
-    st->spec = *std::move(spec);
+    SHARD_RETURN_IF_ERROR(
+        ParseSlotSpec(text, "--state-spec", &JobRequest::State::spec, job));
   }
-  return ParseStateOutSpecs(f, job);
+  for (const std::string& text : f.state_out_specs) {
+    SHARD_RETURN_IF_ERROR(ParseSlotSpec(text, "--state-out-spec",
+                                        &JobRequest::State::out_spec, job));
+  }
+  return absl::OkStatus();
+}
+
+// The spec a bound state is read in: its own, the --state-spec for all,
+// or P().
+PartitionSpec StateSpecOf(const JobRequest& job, const JobRequest::State& st) {
+  if (st.spec.has_value()) return *st.spec;
+  return job.trees.state_rules.empty() ? PartitionSpec()
+                                       : job.trees.state_rules.front().spec;
 }
 
 }  // namespace
@@ -410,7 +403,7 @@ int RunCommand(const RunFlags& f) {
       summary["states"].push_back(
           {{"slot", st.slot},
            {"name", st.name},
-           {"spec", st.spec.value_or(PartitionSpec()).ToString()}});
+           {"spec", StateSpecOf(run.job, st).ToString()}});
     }
   }
   if (f.json) {
@@ -423,7 +416,7 @@ int RunCommand(const RunFlags& f) {
             << " ms" << std::endl;
   for (const JobRequest::State& st : run.job.states) {
     std::cerr << "state " << st.slot << ": @" << st.name << " as "
-              << st.spec.value_or(PartitionSpec()).ToString() << std::endl;
+              << StateSpecOf(run.job, st).ToString() << std::endl;
   }
   for (const std::string& line : lines) std::cerr << line << std::endl;
   for (const Tensor* t : printed) std::cout << FormatArray(*t) << std::endl;
