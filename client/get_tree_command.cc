@@ -2,6 +2,7 @@
 // array named PREFIX/KEY is fetched (assembled from its blocks) and written
 // to the .npz as member KEY, bit for bit; put-tree of that file with the
 // same rules gives back the same arrays.
+#include <CLI/CLI.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>

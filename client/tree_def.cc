@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -13,7 +12,6 @@
 namespace shardmap {
 namespace {
 
-using Kind = v1::TreeNode::Kind;
 
 bool IsContainer(const v1::TreeNode& t) {
   return t.kind() == v1::TreeNode::TREE_TUPLE ||

@@ -8,7 +8,7 @@
 #include "client/shard_client.h"
 #include "client/tree_def.h"
 #include "client/tree_literal.h"
-#include "tests/integration/test_cluster.h"
+#include "tests/integration/shared_cluster.h"
 
 namespace shardmap {
 namespace {
@@ -25,24 +25,14 @@ Tensor Iota(DType dtype, Shape shape, double start) {
 
 v1::TreeNode Tree(const char* text) { return ParseTreeLiteral(text)->tree; }
 
-class TreeClusterTest : public ::testing::Test {
+class TreeClusterTest : public SharedClusterTest {
  protected:
-  static void SetUpTestSuite() { cluster_ = new TestCluster({4}); }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  std::unique_ptr<ShardClient> Client() {
-    return *ShardClient::Create({cluster_->address()});
-  }
   uint64_t Version(ShardClient& c, const std::string& name) {
     auto list = c.List(name);
     EXPECT_TRUE(list.ok() && list->size() == 1u);
     return list.ok() && !list->empty() ? (*list)[0].version() : 0;
   }
-  static TestCluster* cluster_;
 };
-TestCluster* TreeClusterTest::cluster_ = nullptr;
 
 TEST_F(TreeClusterTest, DictTreeByRulesComesBackAsATree) {
   Tensor b = Iota(DType::kFloat64, {8}, 1),
