@@ -170,10 +170,6 @@ absl::Status ParseTreeSpecs(const RunFlags& f, JobRequest* job) {
     }
     SHARD_ASSIGN_OR_RETURN(job->trees.in_rules,
                            Rules(f.in_rules, "--in-rules"));
-  } else if (!f.args.empty() && f.in_specs.empty()) {
-    return absl::InvalidArgumentError(
-        "--in-spec or --in-rules is required: give one spec per --arg, one "
-        "for all, a tree of them, or rules");
   } else if (f.in_specs.size() > 1 && f.in_specs.size() != f.args.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "got ", f.args.size(), " --arg but ", f.in_specs.size(),
@@ -357,10 +353,12 @@ int ReportTreeRun(const RunFlags& f, const JobRequest& job,
         absl::StrCat("out", key, ": ", ShapeString(t.dtype(), t.shape())));
   }
   const std::string what = f.fn.empty() ? "program" : f.fn;
+  const std::string mesh =
+      job.mesh.has_value() ? job.mesh->ToString() : "of the resident arguments";
   if (f.json) {
     std::cout << nlohmann::json{{"job_id", result.job_id},
                                 {"function", what},
-                                {"mesh", job.mesh.ToString()},
+                                {"mesh", mesh},
                                 {"devices", result.num_devices},
                                 {"seconds", seconds},
                                 {"file", f.outs[0]},
@@ -369,10 +367,10 @@ int ReportTreeRun(const RunFlags& f, const JobRequest& job,
               << std::endl;
     return kExitOk;
   }
-  std::cerr << result.job_id << ": " << what << " on mesh "
-            << job.mesh.ToString() << " (" << result.num_devices
-            << " devices) in " << absl::StrFormat("%.1f", seconds * 1e3)
-            << " ms; " << result.outputs.size() << " outputs -> " << f.outs[0]
+  std::cerr << result.job_id << ": " << what << " on mesh " << mesh << " ("
+            << result.num_devices << " devices) in "
+            << absl::StrFormat("%.1f", seconds * 1e3) << " ms; "
+            << result.outputs.size() << " outputs -> " << f.outs[0]
             << std::endl;
   for (const std::string& line : lines) std::cerr << line << std::endl;
   return kExitOk;

@@ -157,14 +157,10 @@ absl::StatusOr<TreeJob> FlattenJobTrees(const v1::JobSpec& spec) {
                      spec.args_size(), " argument headers were sent"));
   }
   job.arg_leaves = TreeLeafPaths(args);
-  if (spec.args_size() > 0 || spec.in_rules_size() > 0 ||
+  // No in_specs at all: the planner infers them from resident arguments
+  // (or says they are missing).
+  if (spec.in_specs_size() > 0 || spec.in_rules_size() > 0 ||
       spec.has_in_spec_tree()) {
-    if (spec.in_specs_size() == 0 && spec.in_rules_size() == 0 &&
-        spec.args_size() > 0) {
-      return absl::InvalidArgumentError(
-          "in_specs is missing: give one spec for all arguments, one per "
-          "argument, a tree prefix of them, or rules (--in-rules)");
-    }
     SHARD_ASSIGN_OR_RETURN(
         std::vector<v1::PartitionSpec> in,
         LeafSpecs(args, "args", spec.in_specs(),
