@@ -10,6 +10,10 @@
 #include "absl/status/status.h"
 #include "rpc/credentials.h"
 
+namespace CLI {
+class App;
+}  // namespace CLI
+
 namespace shardmap {
 
 struct RunFlags {
@@ -30,7 +34,12 @@ struct RunFlags {
   std::vector<std::string> out_specs;
   bool overwrite = false;           // stored outputs may replace another shape
   std::vector<std::string> states;  // SLOT=NAME
-  std::vector<std::string> state_specs;  // SLOT=SPEC
+  std::vector<std::string> state_specs;  // SLOT=SPEC, or SPEC for all
+  // Pytrees (client/tree_run.h).
+  std::vector<std::string> in_rules;         // FILTER=SPEC;...
+  std::vector<std::string> out_rules;        // FILTER=SPEC;...
+  std::string out_tree;                      // args[N] or a literal
+  std::vector<std::string> state_out_specs;  // SLOT=SPEC
   std::string kwargs;
   bool no_check_rep = false;
   bool json = false;
@@ -134,6 +143,17 @@ struct PutTreeFlags {
   uint64_t max_bytes = uint64_t{16} << 30;
 };
 int PutTreeCommand(const PutTreeFlags& flags);
+
+// shardctl get-tree (get_tree_command.cc): the inverse of put-tree.
+struct GetTreeFlags {
+  std::string coordinator = "127.0.0.1:7070";
+  std::string prefix;
+  std::string file;  // .npz
+  bool json = false;
+};
+int GetTreeCommand(const GetTreeFlags& flags);
+// Adds the get-tree subcommand and its flags to `app`.
+CLI::App* AddGetTreeCommand(CLI::App& app, GetTreeFlags& flags);
 
 struct CheckpointFlags {
   std::string coordinator = "127.0.0.1:7070";

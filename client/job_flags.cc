@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/numbers.h"
+#include "client/tree_run.h"
 
 namespace shardmap {
 
@@ -73,7 +74,7 @@ void AddJobOptions(CLI::App* cmd, RunFlags& run) {
                   "resident array (repeat)");
   cmd->add_option("--state-spec", run.state_specs,
                   "SLOT=SPEC: the state's sharding for this job "
-                  "(default P(), replicated)");
+                  "(default P(), replicated); SPEC alone: for every state");
   cmd->add_option("--kwargs", run.kwargs,
                   "static keyword arguments, a JSON object");
   cmd->add_flag("--no-check-rep", run.no_check_rep,
@@ -87,6 +88,7 @@ void AddJobOptions(CLI::App* cmd, RunFlags& run) {
                   "W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>) to send "
                   "with the job; the servers log its trace id (default: "
                   "a new trace)");
+  AddTreeOptions(cmd, run);
 }
 
 }  // namespace shardmap

@@ -9,6 +9,29 @@
 
 namespace shardmap {
 
+namespace {
+
+void AddRules(const std::vector<TreeRule>& rules,
+              google::protobuf::RepeatedPtrField<v1::TreeRule>* out) {
+  for (const TreeRule& r : rules) {
+    v1::TreeRule* p = out->Add();
+    p->set_filter(r.filter);
+    *p->mutable_spec() = SpecToProto(r.spec);
+  }
+}
+
+void AddTrees(const JobRequest::Trees& t, v1::JobSpec* spec) {
+  if (t.args) *spec->mutable_arg_tree() = *t.args;
+  if (t.in_specs) *spec->mutable_in_spec_tree() = *t.in_specs;
+  if (t.outputs) *spec->mutable_out_tree() = *t.outputs;
+  if (t.out_specs) *spec->mutable_out_spec_tree() = *t.out_specs;
+  AddRules(t.in_rules, spec->mutable_in_rules());
+  AddRules(t.out_rules, spec->mutable_out_rules());
+  AddRules(t.state_rules, spec->mutable_state_rules());
+}
+
+}  // namespace
+
 v1::JobSpec JobSpecOf(const JobRequest& job,
                       const std::optional<Mesh>& default_mesh) {
   v1::JobSpec result;
@@ -37,7 +60,11 @@ v1::JobSpec JobSpecOf(const JobRequest& job,
     b->set_slot(st.slot);
     b->set_name(st.name);
     if (st.spec.has_value()) *b->mutable_spec() = SpecToProto(*st.spec);
+    if (st.out_spec.has_value()) {
+      *b->mutable_out_spec() = SpecToProto(*st.out_spec);
+    }
   }
+  AddTrees(job.trees, spec);
   for (const auto& s : job.in_specs) *spec->add_in_specs() = SpecToProto(s);
   for (const auto& s : job.out_specs) *spec->add_out_specs() = SpecToProto(s);
   spec->set_kwargs_json(job.kwargs_json);

@@ -20,6 +20,7 @@
 #include "client/output_file.h"
 #include "client/run_request.h"
 #include "client/shard_client.h"
+#include "client/tree_run.h"
 #include "core/npy.h"
 #include "core/status_util.h"
 #include "wire/signature.h"
@@ -65,7 +66,33 @@ absl::StatusOr<std::pair<std::string, std::string>> SplitBinding(
   return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
 }
 
-// --state SLOT=NAME and --state-spec SLOT=SPEC.
+// FLAG SLOT=SPEC: sets `field` (the spec, or out_spec) of the bound slot.
+absl::Status ParseSlotSpec(
+    const std::string& text, absl::string_view flag,
+    std::optional<PartitionSpec> JobRequest::State::*field, JobRequest* job) {
+  SHARD_ASSIGN_OR_RETURN(auto kv, SplitBinding(text, flag, "SLOT=SPEC"));
+  auto st = std::find_if(
+      job->states.begin(), job->states.end(),
+      [&](const JobRequest::State& s) { return s.slot == kv.first; });
+  if (st == job->states.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": slot '", kv.first,
+                     "' is not bound; give --state ", kv.first, "=NAME too"));
+  }
+  if (((*st).*field).has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, ": slot '", kv.first, "' has two specs"));
+  }
+  auto spec = PartitionSpec::Parse(kv.second);
+  if (!spec.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, " ", kv.first, ": ", spec.status().message()));
+  }
+  (*st).*field = *std::move(spec);
+  return absl::OkStatus();
+}
+
+// --state SLOT=NAME and --state-spec SLOT=SPEC (or SPEC for all).
 absl::Status ParseStates(const RunFlags& f, JobRequest* job) {
   for (const std::string& text : f.states) {
     SHARD_ASSIGN_OR_RETURN(auto kv, SplitBinding(text, "--state", "SLOT=NAME"));
@@ -82,28 +109,27 @@ absl::Status ParseStates(const RunFlags& f, JobRequest* job) {
     job->states.push_back(std::move(st));
   }
   for (const std::string& text : f.state_specs) {
-    SHARD_ASSIGN_OR_RETURN(auto kv,
-                           SplitBinding(text, "--state-spec", "SLOT=SPEC"));
-    auto st = std::find_if(
-        job->states.begin(), job->states.end(),
-        [&](const JobRequest::State& s) { return s.slot == kv.first; });
-    if (st == job->states.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--state-spec: slot '", kv.first,
-                       "' is not bound; give --state ", kv.first, "=NAME too"));
+    if (text.find('=') == std::string::npos) {  // one spec for every state
+      SHARD_ASSIGN_OR_RETURN(TreeRule all, ParseTreeRule("*=" + text));
+      job->trees.state_rules.push_back(std::move(all));
+      continue;
     }
-    if (st->spec.has_value()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--state-spec: slot '", kv.first, "' has two specs"));
-    }
-    auto spec = PartitionSpec::Parse(kv.second);
-    if (!spec.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--state-spec ", kv.first, ": ", spec.status().message()));
-    }
-    st->spec = *std::move(spec);
+    SHARD_RETURN_IF_ERROR(
+        ParseSlotSpec(text, "--state-spec", &JobRequest::State::spec, job));
+  }
+  for (const std::string& text : f.state_out_specs) {
+    SHARD_RETURN_IF_ERROR(ParseSlotSpec(text, "--state-out-spec",
+                                        &JobRequest::State::out_spec, job));
   }
   return absl::OkStatus();
+}
+
+// The spec a bound state is read in: its own, the --state-spec for all,
+// or P().
+PartitionSpec StateSpecOf(const JobRequest& job, const JobRequest::State& st) {
+  if (st.spec.has_value()) return *st.spec;
+  return job.trees.state_rules.empty() ? PartitionSpec()
+                                       : job.trees.state_rules.front().spec;
 }
 
 // --mesh, else SHARDMAP_MESH (JAX's set_mesh for the shell), else none:
@@ -147,7 +173,9 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
   SHARD_ASSIGN_OR_RETURN(run.job.mesh, JobMeshFlag(f.mesh));
   run.job.axis_names = f.axis_names;
   run.job.auto_axes = f.auto_axes;
-  if (f.in_specs.empty()) {
+  const bool trees = UsesTrees(f);
+  if (trees) SHARD_RETURN_IF_ERROR(ParseTreeSpecs(f, &run.job));
+  if (!trees && f.in_specs.empty()) {
     for (const std::string& arg : f.args) {
       if (absl::StartsWith(arg, "@")) continue;
       return absl::InvalidArgumentError(absl::StrCat(
@@ -161,12 +189,12 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
         "--local needs --mesh (or SHARDMAP_MESH): its cluster holds no "
         "resident arrays to take a mesh from");
   }
-  if (f.in_specs.size() > 1 && f.in_specs.size() != f.args.size()) {
+  if (!trees && f.in_specs.size() > 1 && f.in_specs.size() != f.args.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "got ", f.args.size(), " --arg but ", f.in_specs.size(),
         " --in-spec; give one --in-spec per --arg, or one for all"));
   }
-  for (size_t i = 0; i < f.in_specs.size(); ++i) {
+  for (size_t i = 0; !trees && i < f.in_specs.size(); ++i) {
     auto spec = PartitionSpec::Parse(f.in_specs[i]);
     if (!spec.ok()) {
       return absl::InvalidArgumentError(
@@ -174,18 +202,18 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
     }
     run.job.in_specs.push_back(*spec);
   }
-  if (f.out_specs.empty()) {
+  if (!trees && f.out_specs.empty()) {
     return absl::InvalidArgumentError(
         "--out-spec is required: give one per output (P() for a replicated "
         "output)");
   }
-  if (!f.outs.empty() && f.outs.size() != f.out_specs.size() &&
+  if (!trees && !f.outs.empty() && f.outs.size() != f.out_specs.size() &&
       f.out_specs.size() != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("got ", f.outs.size(), " --out but ", f.out_specs.size(),
                      " --out-spec; give one --out-spec per --out"));
   }
-  for (size_t i = 0; i < f.out_specs.size(); ++i) {
+  for (size_t i = 0; !trees && i < f.out_specs.size(); ++i) {
     auto spec = PartitionSpec::Parse(f.out_specs[i]);
     if (!spec.ok()) {
       return absl::InvalidArgumentError(
@@ -209,6 +237,10 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
     return absl::InvalidArgumentError(
         "resident arrays (@NAME, --state) live on a running cluster; use "
         "--coordinator HOST:PORT instead of --local");
+  }
+  if (trees) {
+    SHARD_RETURN_IF_ERROR(ReadTreeArgs(f, &run, exit_code));
+    return run;
   }
   for (size_t i = 0; i < f.args.size(); ++i) {
     if (IsResident(i, run.job.resident_args)) continue;
@@ -344,7 +376,13 @@ int RunCommand(const RunFlags& f) {
                        RunExitCode(*client, result.status(), run.job), f.json);
   }
   const size_t total = result->outputs.size() + result->stored.size();
-  if (!f.outs.empty() && f.outs.size() != total) {
+  if (WritesTreeNpz(f)) {
+    if (absl::Status s = WriteTreeOutputs(f.outs[0], *result); !s.ok()) {
+      return ReportError(s, kExitCantCreate, f.json);
+    }
+    return ReportTreeRun(f, run.job, *result, seconds);
+  }
+  if (!f.outs.empty() && f.outs.size() != total && !StoresTree(f)) {
     return ReportError(absl::InvalidArgumentError(absl::StrCat(
                            what, " returned ", total, " outputs but ",
                            f.outs.size(), " --out were given")),
@@ -398,7 +436,7 @@ int RunCommand(const RunFlags& f) {
       summary["states"].push_back(
           {{"slot", st.slot},
            {"name", st.name},
-           {"spec", st.spec.value_or(PartitionSpec()).ToString()}});
+           {"spec", StateSpecOf(run.job, st).ToString()}});
     }
   }
   if (f.json) {
@@ -411,7 +449,7 @@ int RunCommand(const RunFlags& f) {
             << " ms" << std::endl;
   for (const JobRequest::State& st : run.job.states) {
     std::cerr << "state " << st.slot << ": @" << st.name << " as "
-              << st.spec.value_or(PartitionSpec()).ToString() << std::endl;
+              << StateSpecOf(run.job, st).ToString() << std::endl;
   }
   for (const std::string& line : lines) std::cerr << line << std::endl;
   for (const Tensor* t : printed) std::cout << FormatArray(*t) << std::endl;

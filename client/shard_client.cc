@@ -165,6 +165,12 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
       result.job_id = response.result().job_id();
       result.coordinator_seconds = response.result().seconds();
       result.num_devices = response.result().num_devices();
+      if (response.result().has_output_tree()) {
+        result.output_tree = response.result().output_tree();
+      }
+      for (const auto& s : response.result().output_specs()) {
+        result.output_specs.push_back(SpecFromProto(s));
+      }
       for (int i = 0; status.ok() && i < response.result().outputs_size();
            ++i) {
         auto meta = HeaderFromProto(response.result().outputs(i),

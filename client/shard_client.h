@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/tree_rules.h"
 #include "core/mesh.h"
 #include "core/partition_spec.h"
 #include "core/tensor.h"
@@ -62,8 +63,25 @@ struct JobRequest {
     std::string slot;
     std::string name;
     std::optional<PartitionSpec> spec;
+    // For a slot the function writes: the sharding it is stored back in
+    // (brainstate's state_out_specs); unset: as `spec`.
+    std::optional<PartitionSpec> out_spec;
   };
   std::vector<State> states;
+  // Pytrees (JobSpec.arg_tree ... state_rules in coordinator.proto;
+  // client/tree_def.h builds them). Unset or empty: flat, as above.
+  struct Trees {
+    std::optional<v1::TreeNode> args;  // a tuple; its leaves are `args`
+    // A prefix of `args` whose leaves are in_specs (JAX's in_specs tree).
+    std::optional<v1::TreeNode> in_specs;
+    std::vector<TreeRule> in_rules;         // instead of in_specs
+    std::optional<v1::TreeNode> outputs;    // the outputs' structure
+    std::optional<v1::TreeNode> out_specs;  // a prefix of `outputs`
+    std::vector<TreeRule> out_rules;
+    // For states bound without a spec, by slot name ("*" for all).
+    std::vector<TreeRule> state_rules;
+  };
+  Trees trees;
   // One per argument, or one for all. PartitionSpec::Infer() takes a
   // resident argument's own spec; none at all with every argument
   // resident: each argument's own spec.
@@ -100,6 +118,11 @@ struct JobResult {
   double coordinator_seconds = 0;  // time the coordinator spent
   int num_devices = 0;
   std::string traceparent;  // the one the job was sent with
+  // The structure of all outputs (returned and stored, in order), when the
+  // job gave one (JobRequest::trees.outputs).
+  std::optional<v1::TreeNode> output_tree;
+  // Per output (returned and stored): the spec it was assembled by.
+  std::vector<PartitionSpec> output_specs;
 };
 
 class ShardClient {

@@ -65,6 +65,7 @@ Examples:
   shardctl put-tree mlp model.npz --mesh data=2,model=2 \
       --rules "linear1/kernel=P(None, 'model'); */kernel=P('model'); */bias=P()"
   shardctl ls mlp/
+  shardctl get-tree mlp model_back.npz
 
   # Checkpoints of every resident array (a directory the servers can reach):
   shardctl save /tmp/ckpt
@@ -277,6 +278,9 @@ int main(int argc, char** argv) {
   coordinator_option(tree_cmd, tree.coordinator);
   tree_cmd->add_flag("--json", tree.json, "machine-readable output");
 
+  GetTreeFlags get_tree;
+  CLI::App* get_tree_cmd = AddGetTreeCommand(app, get_tree);
+
   CheckpointFlags save;
   CLI::App* save_cmd = app.add_subcommand(
       "save", "checkpoint every resident array into DIR (replaced atomically)");
@@ -328,6 +332,7 @@ int main(int argc, char** argv) {
   if (health_cmd->parsed()) return HealthCommand(health);
   if (put_cmd->parsed()) return PutCommand(put);
   if (get_cmd->parsed()) return GetCommand(get);
+  if (get_tree_cmd->parsed()) return GetTreeCommand(get_tree);
   if (ls_cmd->parsed()) return LsCommand(ls);
   if (rm_cmd->parsed()) return RmCommand(rm);
   if (tree_cmd->parsed()) return PutTreeCommand(tree);

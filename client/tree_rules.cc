@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "core/bounded_input.h"
+#include "core/status_util.h"
 
 namespace shardmap {
 namespace {
@@ -47,6 +48,25 @@ std::vector<absl::string_view> SplitRules(absl::string_view text) {
 
 }  // namespace
 
+absl::Status ValidateTreeFilter(absl::string_view filter,
+                                absl::string_view rule) {
+  if (filter.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed rule \"", Truncate(rule),
+                     "\": empty filter before '=' (use \"*\" to match every "
+                     "path)"));
+  }
+  absl::string_view body = filter;
+  absl::ConsumePrefix(&body, "/");
+  if (body.empty() || absl::StartsWith(body, "/") ||
+      absl::EndsWith(body, "/") || absl::StrContains(body, "//")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed rule \"", Truncate(rule), "\": filter '",
+                     Truncate(filter), "' has an empty path component"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TreeRule> ParseTreeRule(absl::string_view text) {
   const absl::string_view rule = absl::StripAsciiWhitespace(text);
   const size_t eq = rule.find('=');
@@ -57,20 +77,7 @@ absl::StatusOr<TreeRule> ParseTreeRule(absl::string_view text) {
   }
   TreeRule out;
   out.filter = std::string(absl::StripAsciiWhitespace(rule.substr(0, eq)));
-  if (out.filter.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("malformed rule \"", Truncate(rule),
-                     "\": empty filter before '=' (use \"*\" to match every "
-                     "path)"));
-  }
-  absl::string_view body = out.filter;
-  absl::ConsumePrefix(&body, "/");
-  if (body.empty() || absl::StartsWith(body, "/") ||
-      absl::EndsWith(body, "/") || absl::StrContains(body, "//")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("malformed rule \"", Truncate(rule), "\": filter '",
-                     Truncate(out.filter), "' has an empty path component"));
-  }
+  SHARD_RETURN_IF_ERROR(ValidateTreeFilter(out.filter, rule));
   auto spec =
       PartitionSpec::Parse(absl::StripAsciiWhitespace(rule.substr(eq + 1)));
   if (!spec.ok()) {

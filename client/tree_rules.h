@@ -34,6 +34,11 @@ struct TreeRule {
   PartitionSpec spec;
 };
 
+// INVALID_ARGUMENT quoting `rule` (the rule's text, for the message) for an
+// empty filter or one with an empty path component ("a//b", "a/").
+absl::Status ValidateTreeFilter(absl::string_view filter,
+                                absl::string_view rule);
+
 // Parses one FILTER=SPEC rule (the text of one --rule; commas are part of
 // the spec). INVALID_ARGUMENT quoting the rule for a missing '=', an empty
 // filter, a filter with an empty path component ("a//b", "a/") or malformed

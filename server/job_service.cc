@@ -11,6 +11,8 @@
 #include "core/status_util.h"
 #include "rpc/trace_context.h"
 #include "server/planner.h"
+#include "server/state_reshard.h"
+#include "server/tree_job.h"
 #include "wire/proto_convert.h"
 
 namespace shardmap {
@@ -122,7 +124,9 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
     return absl::InvalidArgumentError(
         "a RunJob stream must start with a JobSpec");
   }
-  const v1::JobSpec& spec = request.spec();
+  // Pytrees are flattened first: everything below sees one spec per leaf.
+  SHARD_ASSIGN_OR_RETURN(const TreeJob tree, FlattenJobTrees(request.spec()));
+  const v1::JobSpec& spec = tree.flat;
   end->function = spec.function().empty() && !spec.program().empty()
                       ? "program"
                       : spec.function();
@@ -162,9 +166,11 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
   }
   SHARD_ASSIGN_OR_RETURN(
       const JobPlan plan,
-      PlanJob(
-          spec, [&function](const std::string&) { return function; }, index_,
+      PlanTreeJob(
+          tree, [&function](const std::string&) { return function; }, index_,
           options_.programs));
+  SHARD_ASSIGN_OR_RETURN(const std::vector<StateReshard> reshards,
+                         PlanStateReshards(spec, plan));
   if (plan.input_bytes() > options_.max_job_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the job's arguments total ", plan.input_bytes(),
@@ -182,6 +188,19 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
       std::vector<JobOutput> outputs,
       runner_->Run(job_id, plan, std::move(inputs), workers, call.deadline,
                    [stream] { return stream->cancelled(); }));
+  if (!reshards.empty()) {
+    SHARD_RETURN_IF_ERROR(RunStateReshards(
+        job_id, reshards, plan,
+        [this](const std::string& name) {
+          v1::JobSpec identity;
+          identity.set_function(name);
+          return options_.catalog != nullptr
+                     ? options_.catalog->Resolve(identity)
+                     : pool_->FindFunction(name);
+        },
+        index_, runner_, workers, call.deadline,
+        [stream] { return stream->cancelled(); }));
+  }
   held.reset();
 
   v1::JobResult result;
@@ -195,6 +214,7 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
                                                   *std::move(out.data))
                                             : nullptr);
   }
+  AddTreeResult(spec, plan, &result);
   result.set_seconds(absl::ToDoubleSeconds(absl::Now() - call.start));
   // The job is applied: from here a retry with its call_id must get this
   // answer, even if this one never reaches the client.

@@ -6,6 +6,8 @@
 #include "server/plan_report.h"
 #include "server/planner.h"
 #include "server/shape_program.h"
+#include "server/state_reshard.h"
+#include "server/tree_job.h"
 #include "wire/signature.h"
 
 namespace shardmap {
@@ -14,11 +16,13 @@ absl::StatusOr<v1::PlanResponse> PlanService::Plan(
     const v1::JobSpec& spec) const {
   const absl::StatusOr<v1::FunctionSignature> function =
       catalog_->Resolve(spec);
+  SHARD_ASSIGN_OR_RETURN(const TreeJob tree, FlattenJobTrees(spec));
   SHARD_ASSIGN_OR_RETURN(
       JobPlan plan,
-      PlanJob(
-          spec, [&function](const std::string&) { return function; }, index_,
+      PlanTreeJob(
+          tree, [&function](const std::string&) { return function; }, index_,
           programs_));
+  SHARD_RETURN_IF_ERROR(PlanStateReshards(tree.flat, plan).status());
   if (plan.program == nullptr && !plan.function.shape_program().empty()) {
     // A native function with a shape program: its shapes and costs are
     // those of the same computation as a program.

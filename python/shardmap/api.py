@@ -14,15 +14,20 @@ the program language (its source is sent). Keyword arguments beyond
 shard_map's own are the function's static keyword arguments (also
 kwargs={...} for names that clash with shard_map's). Arguments are numpy
 arrays (or anything np.asarray takes), resident array handles (used where
-they live), or flat tuples/lists of these; in_specs is one P for all, or
-one per argument (a P for all leaves of a tuple argument, or a tuple of
-them). None as a spec means the whole argument on every device.
+they live), or pytrees of these (tuples, lists, dicts with string keys,
+None); the function receives their leaves in JAX's order (dict keys
+sorted). in_specs is a tree prefix of the argument tuple, as in JAX: one P
+for all, one per argument, or nested ({'w': P('x'), 'b': P()}). None as a
+spec means the whole argument on every device. out_specs is a P for all
+outputs or a tree with one P per output, the structure results come back
+in.
 """
 import functools
 import json
 import re
 
 from shardmap import client as client_lib
+from shardmap import pytree
 from shardmap import wire
 from shardmap.errors import InvalidArgument
 from shardmap.mesh_context import get_mesh
@@ -53,15 +58,21 @@ def _is_spec(s):
 
 
 def shard_map(f=None, *, mesh=None, in_specs, out_specs, check_rep=None,
-              check_vma=None, state=None, kwargs=None, timeout=None,
+              check_vma=None, state=None, state_in_specs=None,
+              state_out_specs=None, kwargs=None, timeout=None,
               **static_kwargs):
     """shard_map(f, mesh=..., in_specs=..., out_specs=...) on the cluster.
 
-    check_rep=False or check_vma=False turns off the check that outputs
-    are replicated over the axes their out_specs leave out, as in JAX.
-    state={slot: handle, or (name, P)} binds a function's state slots
-    (brainstate State) to resident arrays. timeout= bounds each call
-    (seconds; default: the cluster's job_timeout). mesh=None takes the
+    Arguments and results may be pytrees (tuples, lists, dicts with string
+    keys, None); in_specs and out_specs are tree prefixes of them, as in
+    JAX. check_rep=False or check_vma=False turns off the check that
+    outputs are replicated over the axes their out_specs leave out, as in
+    JAX. state={slot: handle, or (name, P)} binds a function's state slots
+    (brainstate State) to resident arrays; brainstate's state_in_specs (a
+    P for every state, or {slot: P}) is the sharding each is read in, and
+    state_out_specs ({slot: P}, or a P for every slot) the sharding a
+    state the function writes is stored back in. timeout= bounds each
+    call (seconds; default: the cluster's job_timeout). mesh=None takes the
     mesh of the enclosing `with sm.set_mesh(mesh):` when called (or, with
     none, the mesh of the resident arrays passed).
     """
@@ -69,7 +80,7 @@ def shard_map(f=None, *, mesh=None, in_specs, out_specs, check_rep=None,
         return ShardMapped(func, mesh, in_specs, out_specs,
                            check_rep is False or check_vma is False,
                            state or {}, {**(kwargs or {}), **static_kwargs},
-                           timeout)
+                           timeout, state_in_specs, state_out_specs)
     return wrap if f is None else wrap(f)
 
 
@@ -77,7 +88,7 @@ class ShardMapped:
     """A function under shard_map: call it, lower it, eval_shape it."""
 
     def __init__(self, func, mesh, in_specs, out_specs, no_check_rep, state,
-                 kwargs, timeout):
+                 kwargs, timeout, state_in_specs=None, state_out_specs=None):
         if mesh is not None and not isinstance(mesh, Mesh):
             raise InvalidArgument(f"mesh: expected shardmap.Mesh, got "
                                   f"{mesh!r}")
@@ -96,18 +107,21 @@ class ShardMapped:
             raise InvalidArgument(f"shard_map: f must be a function name, a "
                                   f"program's text or a Python function, "
                                   f"got {func!r}")
-        if not (_is_spec(out_specs) or (
-                isinstance(out_specs, (tuple, list)) and
-                all(_is_spec(s) for s in out_specs))):
-            raise InvalidArgument(
-                f"out_specs: expected a P, or a tuple of them (one per "
-                f"output), got {out_specs!r}")
-        for s in ([out_specs] if _is_spec(out_specs) else out_specs):
-            template.out_specs.append(spec_to_proto(s, "out_specs"))
+        if _is_spec(out_specs):
+            template.out_specs.append(spec_to_proto(out_specs, "out_specs"))
+        else:
+            # One output per P leaf, in the structure of out_specs.
+            leaves, tree = pytree.flatten(out_specs, "out_specs",
+                                          spec_leaves=True)
+            template.out_tree.CopyFrom(tree)
+            template.out_spec_tree.CopyFrom(tree)
+            for s in leaves:
+                template.out_specs.append(spec_to_proto(s, "out_specs"))
         if kwargs:
             template.kwargs_json = json.dumps(kwargs)
         for slot, binding in state.items():
             template.states.append(_state_binding(slot, binding))
+        _state_specs(template, state_in_specs, state_out_specs)
         self.mesh, self.in_specs, self.out_specs = mesh, in_specs, out_specs
         self.timeout = timeout
         self._template = template.SerializeToString()
@@ -120,22 +134,29 @@ class ShardMapped:
     def _spec(self, args, for_plan):
         """(JobSpec, wire arrays or None per flattened argument)."""
         spec = pb.JobSpec.FromString(self._template)
-        leaves = _flatten(args, self.in_specs)
+        leaves, arg_tree = pytree.flatten(tuple(args), "args")
+        spec.arg_tree.CopyFrom(arg_tree)
         mesh = self._mesh_now()
         if mesh is not None:
             spec.mesh.CopyFrom(mesh.to_proto())
-        elif not any(isinstance(v, ResidentArray) for v, _ in leaves):
+        elif not any(isinstance(v, ResidentArray) for v in leaves):
             raise InvalidArgument(
                 "The context mesh cannot be empty. Use `sm.set_mesh(mesh)` "
                 "to enter into a mesh context, or pass mesh= to shard_map "
                 "(or resident arrays, whose mesh is then used)")
         if _is_spec(self.in_specs):
             spec.in_specs.append(spec_to_proto(self.in_specs, "in_specs"))
+        else:
+            in_specs = self.in_specs
+            if isinstance(in_specs, list):  # one per argument, as a tuple
+                in_specs = tuple(in_specs)
+            specs, tree = pytree.flatten(in_specs, "in_specs",
+                                         spec_leaves=True)
+            spec.in_spec_tree.CopyFrom(tree)
+            for i, s in enumerate(specs):
+                spec.in_specs.append(spec_to_proto(s, f"in_specs[{i}]"))
         arrays = []
-        for i, (value, leaf_spec) in enumerate(leaves):
-            if not _is_spec(self.in_specs):
-                spec.in_specs.append(
-                    spec_to_proto(leaf_spec, f"in_specs[{i}]"))
+        for i, value in enumerate(leaves):
             if isinstance(value, ResidentArray):
                 spec.args.append(common_pb2.ArrayHeader())
                 spec.resident_args.append(value.name)
@@ -163,10 +184,11 @@ class ShardMapped:
             client_lib.current_cluster()
 
     def _shape_result(self, values):
-        if _is_spec(self.out_specs) and len(values) == 1:
-            return values[0]
-        return list(values) if isinstance(self.out_specs, list) \
-            else tuple(values)
+        if _is_spec(self.out_specs):
+            return values[0] if len(values) == 1 else tuple(values)
+        _, tree = pytree.flatten(self.out_specs, "out_specs",
+                                 spec_leaves=True)
+        return pytree.unflatten(tree, values)
 
     def __call__(self, *args):
         spec, arrays = self._spec(args, for_plan=False)
@@ -200,34 +222,32 @@ def _state_binding(slot, binding):
                            spec=spec_to_proto(spec, f"state['{slot}']"))
 
 
-def _flatten(args, in_specs):
-    """[(leaf, its spec)]: tuple/list arguments flattened one level."""
-    if not _is_spec(in_specs):
-        if not isinstance(in_specs, (tuple, list)) or \
-                len(in_specs) != len(args):
-            raise InvalidArgument(
-                f"in_specs: {len(args)} arguments but in_specs is "
-                f"{in_specs!r}; give one spec per argument, or one P for all")
-    out = []
-    for i, arg in enumerate(args):
-        spec = in_specs if _is_spec(in_specs) else in_specs[i]
-        if isinstance(arg, (tuple, list)):
-            if _is_spec(spec):
-                out.extend((leaf, spec) for leaf in arg)
-            elif isinstance(spec, (tuple, list)) and len(spec) == len(arg) \
-                    and all(_is_spec(s) for s in spec):
-                out.extend(zip(arg, spec))
-            else:
+def _state_specs(template, state_in_specs, state_out_specs):
+    """brainstate's state_in_specs / state_out_specs onto the bindings: a
+    P for every state, or {slot: P}."""
+    bound = {b.slot: b for b in template.states}
+
+    def each(specs, what):
+        if specs is None:
+            return []
+        if _is_spec(specs):
+            return [(slot, specs) for slot in bound]
+        if not isinstance(specs, dict):
+            raise InvalidArgument(f"{what}: expected a P or {{slot: P}}, "
+                                  f"got {specs!r}")
+        for slot in specs:
+            if slot not in bound:
                 raise InvalidArgument(
-                    f"in_specs[{i}]: argument {i} is a sequence of "
-                    f"{len(arg)} arrays; give one P for all of them or a "
-                    f"tuple of {len(arg)}, got {spec!r}")
-        elif _is_spec(spec):
-            out.append((arg, spec))
-        else:
-            raise InvalidArgument(f"in_specs[{i}]: expected a P or None, got "
-                                  f"{spec!r}")
-    return out
+                    f"{what}: slot '{slot}' is not bound; bind it with "
+                    f"state={{'{slot}': handle}}")
+        return list(specs.items())
+
+    for slot, s in each(state_in_specs, "state_in_specs"):
+        bound[slot].spec.CopyFrom(
+            spec_to_proto(s, f"state_in_specs['{slot}']"))
+    for slot, s in each(state_out_specs, "state_out_specs"):
+        bound[slot].out_spec.CopyFrom(
+            spec_to_proto(s, f"state_out_specs['{slot}']"))
 
 
 class Lowered:

@@ -218,6 +218,12 @@ class Cluster:
         from shardmap.tree import put_tree
         return put_tree(self, prefix, params, mesh, rules, overwrite, timeout)
 
+    def get_tree(self, prefix, timeout=None):
+        """Every resident array PREFIX/KEY as nested dicts of numpy arrays
+        (the inverse of put_tree). NotFound when there are none."""
+        from shardmap.tree import get_tree
+        return get_tree(self, prefix, timeout)
+
     # --------------------------------------------------------------- jobs
     def run_job(self, spec, arrays, timeout=None):
         """Runs a JobSpec with `arrays` (one C-contiguous wire array per

@@ -13,7 +13,8 @@ import re
 
 import numpy as np
 
-from shardmap.errors import AlreadyExists, Error, InvalidArgument
+from shardmap.errors import AlreadyExists, Error, InvalidArgument, NotFound
+from shardmap.pytree import paths_to_tree
 from shardmap.spec import P, parse_spec
 
 
@@ -143,17 +144,6 @@ def flatten_tree(params, path=""):
     return [(path, params)]
 
 
-def _unflatten(items):
-    tree = {}
-    for path, leaf in items:
-        node = tree
-        *parents, last = path.split("/")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[last] = leaf
-    return tree
-
-
 def put_tree(cluster, prefix, params, mesh, rules, overwrite, timeout):
     rules = parse_rules(rules)
     prefix = prefix.rstrip("/")
@@ -184,4 +174,17 @@ def put_tree(cluster, prefix, params, mesh, rules, overwrite, timeout):
     handles = [(path, cluster.put(name, arr, mesh, spec, overwrite=overwrite,
                                   timeout=timeout))
                for path, name, arr, spec in items]
-    return _unflatten(handles)
+    return paths_to_tree(handles)
+
+
+def get_tree(cluster, prefix, timeout):
+    """The resident arrays named PREFIX/KEY as nested dicts of numpy arrays
+    (keys split on '/'): the inverse of put_tree."""
+    prefix = prefix.rstrip("/")
+    under = f"{prefix}/" if prefix else ""
+    infos = [a for a in cluster.ls(under, timeout)
+             if a.name.startswith(under)]
+    if not infos:
+        raise NotFound(f"get_tree: no resident arrays are named {under}...")
+    return paths_to_tree((a.name[len(under):], cluster.get(a, timeout))
+                         for a in infos)

@@ -8,6 +8,7 @@
 
 #include "client/shard_client.h"
 #include "rpc/channel.h"
+#include "tests/integration/shared_cluster.h"
 #include "tests/integration/test_cluster.h"
 #include "tests/unit/wait_until.h"
 #include "wire/proto_convert.h"
@@ -39,19 +40,7 @@ Tensor NaiveMatmul(const Tensor& a, const Tensor& b) {
 
 PartitionSpec Spec(const char* text) { return *PartitionSpec::Parse(text); }
 
-class ClusterTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { cluster_ = new TestCluster({4}); }
-  static void TearDownTestSuite() {
-    delete cluster_;
-    cluster_ = nullptr;
-  }
-  std::unique_ptr<ShardClient> Client() {
-    return *ShardClient::Create({cluster_->address()});
-  }
-  static TestCluster* cluster_;
-};
-TestCluster* ClusterTest::cluster_ = nullptr;
+class ClusterTest : public SharedClusterTest {};
 
 TEST_F(ClusterTest, MatmulOfRowAndColumnBlocksMatchesNaiveProduct) {
   Tensor a = RandomMatrix(8, 5, 1), b = RandomMatrix(5, 6, 2);

@@ -184,9 +184,14 @@ class PythonClientTest(python_env.LocalClusterCase):
         np.testing.assert_array_equal(out[0], x + y)
         add2 = sm.shard_map("add", mesh=self.line,
                             in_specs=((P("i"), P()),), out_specs=P("i"))
-        np.testing.assert_array_equal(add2([x, y[:2]]), x + np.tile(y[:2], 4))
+        np.testing.assert_array_equal(add2((x, y[:2])), x + np.tile(y[:2], 4))
         with self.assertRaises(sm.InvalidArgument):
             add2((x, y, y))
+        # As in JAX, a list is not a tuple: the prefix must match its type.
+        with self.assertRaises(sm.InvalidArgument) as e:
+            add2([x, y[:2]])
+        self.assertIn("different types at key path\n    shard_map in_specs[0]",
+                      e.exception.message)
 
     def test_errors_are_typed(self):
         x = np.arange(8.0)

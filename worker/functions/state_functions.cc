@@ -2,6 +2,7 @@
 // State) - resident arrays a function reads and updates across calls.
 //
 //   accumulate(x; state buffer)       buffer += x, returns the new buffer.
+//   mul_by_state(x; state w, read-only)  x * w, w broadcast as numpy.
 //   linear_sgd_step(x, y; state params; lr, axes)
 //                                     one data-parallel SGD step of linear
 //                                     regression under mean squared error.
@@ -9,6 +10,7 @@
 // The worker hands a kernel this device's blocks of the state slots in
 // CallContext::states and keeps what the kernel leaves there only if the
 // whole job succeeds.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <map>
@@ -104,6 +106,48 @@ Result AccumulateKernel(const CallContext& ctx, std::vector<Tensor>& args,
     AddInPlace(buffer->data_as<T>(), x.data_as<T>(), x.num_elements());
   });
   return One(buffer->Clone());
+}
+
+// ---------------------------------------------------------------------------
+// mul_by_state
+
+template <typename T>
+void MulBroadcast(const T* x, int64_t n, const T* w, int64_t m, T* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_integral_v<T>) {
+      using U = std::make_unsigned_t<T>;
+      out[i] = static_cast<T>(static_cast<U>(x[i]) * static_cast<U>(w[i % m]));
+    } else {
+      out[i] = x[i] * w[i % m];
+    }
+  }
+}
+
+// brainstate's `data * w.value` with a read-only weight: x times the
+// state 'w', broadcast as numpy does against x's trailing dimensions. The
+// worker never stores a slot the function declares read-only.
+Result MulByStateKernel(const CallContext& ctx, std::vector<Tensor>& args,
+                        const nlohmann::json& /*kwargs*/) {
+  SHARD_RETURN_IF_ERROR(CheckArity("mul_by_state", args, 1));
+  SHARD_ASSIGN_OR_RETURN(Tensor * w, StateSlot("mul_by_state", ctx, "w"));
+  const Tensor& x = args[0];
+  const Shape& xs = x.shape();
+  const Shape& ws = w->shape();
+  const bool suffix = ws.size() <= xs.size() &&
+                      std::equal(ws.begin(), ws.end(), xs.end() - ws.size());
+  if (x.dtype() != w->dtype() || !suffix) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "mul_by_state: state 'w' (", ShapeString(w->dtype(), ws),
+        " per device) must have x's dtype and a shape x's block (",
+        ShapeString(x.dtype(), xs), ") ends with, to broadcast against it"));
+  }
+  Tensor out(x.dtype(), xs);
+  VisitDType(x.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    MulBroadcast(x.data_as<T>(), x.num_elements(), w->data_as<T>(),
+                 std::max<int64_t>(w->num_elements(), 1), out.data_as<T>());
+  });
+  return One(std::move(out));
 }
 
 // ---------------------------------------------------------------------------
@@ -229,6 +273,16 @@ void RegisterStateBuiltins(FunctionRegistry& registry) {
                    // buffer + x: the buffer has x's dtype and block shape.
                    .ShapeProgram("lambda x: x + x"),
                AccumulateKernel);
+  MustRegister(registry,
+               Signature("mul_by_state", 1)
+                   .DTypes(AllDTypes())
+                   .State("w", /*write=*/false,
+                          "read-only weight; its block's shape is a suffix "
+                          "of x's block's shape")
+                   .Doc("x * w (brainstate's data * w.value, w read-only, "
+                        "broadcast against x's trailing dimensions)")
+                   .ShapeProgram("lambda x: x + x"),
+               MulByStateKernel);
   MustRegister(
       registry,
       Signature("linear_sgd_step", 2)
