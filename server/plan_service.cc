@@ -5,7 +5,7 @@
 #include "program/dtypes.h"
 #include "server/plan_report.h"
 #include "server/planner.h"
-#include "server/shape_program.h"
+#include "wire/shape_program.h"
 #include "wire/signature.h"
 
 namespace shardmap {
