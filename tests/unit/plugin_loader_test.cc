@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "shardmap/sdk.h"
 #include "tests/unit/status_matchers.h"
 #include "worker/functions/function_registry.h"

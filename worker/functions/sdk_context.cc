@@ -8,33 +8,18 @@
 
 namespace shardmap {
 
-sdk::DType ToSdk(DType dtype) {
-  switch (dtype) {
-    case DType::kFloat32:
-      return sdk::DType::kFloat32;
-    case DType::kFloat64:
-      return sdk::DType::kFloat64;
-    case DType::kInt32:
-      return sdk::DType::kInt32;
-    case DType::kInt64:
-      return sdk::DType::kInt64;
-  }
-  return sdk::DType::kFloat32;
-}
+// The SDK's dtype values are the core's (an ABI promise of shardmap/tensor.h).
+static_assert(static_cast<int>(DType::kFloat32) ==
+                  static_cast<int>(sdk::DType::kFloat32) &&
+              static_cast<int>(DType::kFloat64) ==
+                  static_cast<int>(sdk::DType::kFloat64) &&
+              static_cast<int>(DType::kInt32) ==
+                  static_cast<int>(sdk::DType::kInt32) &&
+              static_cast<int>(DType::kInt64) ==
+                  static_cast<int>(sdk::DType::kInt64));
 
-DType FromSdk(sdk::DType dtype) {
-  switch (dtype) {
-    case sdk::DType::kFloat32:
-      return DType::kFloat32;
-    case sdk::DType::kFloat64:
-      return DType::kFloat64;
-    case sdk::DType::kInt32:
-      return DType::kInt32;
-    case sdk::DType::kInt64:
-      return DType::kInt64;
-  }
-  return DType::kFloat32;
-}
+sdk::DType ToSdk(DType dtype) { return static_cast<sdk::DType>(dtype); }
+DType FromSdk(sdk::DType dtype) { return static_cast<DType>(dtype); }
 
 sdk::TensorView ViewOf(Tensor& t) {
   return sdk::TensorView(ToSdk(t.dtype()), t.shape(), t.data());
@@ -132,11 +117,6 @@ absl::StatusOr<std::vector<Tensor>> WorkerContext::TakeOutputs(
 
 absl::StatusOr<sdk::TensorView> WorkerContext::Keep(absl::StatusOr<Tensor> t) {
   if (!t.ok()) return t.status();
-  if (call_.reserve) {
-    SHARD_ASSIGN_OR_RETURN(std::shared_ptr<void> token,
-                           call_.reserve(t->num_bytes()));
-    reservations_.push_back(std::move(token));
-  }
   made_.push_back(std::make_unique<Tensor>(*std::move(t)));
   return ViewOf(*made_.back());
 }

@@ -93,7 +93,8 @@ class WorkerContext final : public sdk::Context {
   // `v` as a tensor for a collective: the tensor it views, else a copy
   // kept in `copy`.
   absl::StatusOr<const Tensor*> Input(const sdk::TensorView& v, Tensor& copy);
-  // Keeps `t`, counted against the budget, and returns its view.
+  // Keeps `t` and returns its view. A collective's result is not counted
+  // against the budget (as for a kernel that calls the communicator).
   absl::StatusOr<sdk::TensorView> Keep(absl::StatusOr<Tensor> t);
   absl::Status NeedComm(const char* op) const;
 
