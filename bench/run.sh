@@ -115,9 +115,12 @@ if ((INSTALL)); then
   mapfile -t need < <(missing_packages openmpi-bin libopenmpi-dev libgloo-dev iproute2 util-linux)
   if ((${#need[@]})); then
     say "installing ${need[*]}"
-    if ! { timeout 600 as_root apt-get update -qq &&
-           DEBIAN_FRONTEND=noninteractive timeout 1200 as_root apt-get install -y -qq \
-             --no-install-recommends "${need[@]}"; } >"$OUT/logs/apt.log" 2>&1; then
+    # as_root is a shell function, so it wraps timeout (timeout cannot run
+    # a function); env carries DEBIAN_FRONTEND through sudo.
+    if ! { as_root timeout 600 apt-get update -qq &&
+           as_root env DEBIAN_FRONTEND=noninteractive timeout 1200 apt-get \
+             install -y -qq --no-install-recommends "${need[@]}"; } \
+         >"$OUT/logs/apt.log" 2>&1; then
       tail -20 "$OUT/logs/apt.log" >&2
       echo "run.sh: apt-get failed (log: $OUT/logs/apt.log)" >&2
       exit 1
@@ -133,7 +136,7 @@ say "building (log: $OUT/logs/build.log)"
     timeout 600 cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   fi
   timeout 3600 cmake --build "$BUILD" -j"$(nproc)" --target \
-    collective_bench job_bench grpc_stream_bench psum_bench program_bench \
+    collective_bench job_bench grpc_stream_bench tuned_stream_bench psum_bench program_bench \
     shardmap-coordinator shardmap-worker shardctl python_client
 } >"$OUT/logs/build.log" 2>&1 || {
   tail -30 "$OUT/logs/build.log" >&2
@@ -266,6 +269,8 @@ for ((rep = 1; rep <= REPEATS; rep++)); do
   done
   say "rep $rep/$REPEATS: bare gRPC stream"
   step "$rep" "grpc_stream" "$STEP_TIMEOUT" "$BIN/grpc_stream_bench" "${GRPC_ARGS[@]}"
+  say "rep $rep/$REPEATS: tuned gRPC stream (the ceiling)"
+  step "$rep" "tuned_stream" "$STEP_TIMEOUT" "$BIN/tuned_stream_bench" --iters 3
   say "rep $rep/$REPEATS: end-to-end jobs"
   step "$rep" "jobs" "$STEP_TIMEOUT" "$BIN/job_bench" --workers 4 --clients 8 \
     "${JOB_ARGS[@]}" --timeout $((STEP_TIMEOUT - 10))

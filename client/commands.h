@@ -15,7 +15,10 @@ namespace shardmap {
 struct RunFlags {
   std::string coordinator;
   int local = 0;
-  std::string mesh;
+  std::string mesh;  // empty: SHARDMAP_MESH, else the residents' mesh
+  // JAX's axis_names (the manual axes) and the legacy auto (the others).
+  std::vector<std::string> axis_names;
+  std::vector<std::string> auto_axes;
   std::string fn;
   std::string expr;       // an expression program's source
   std::string expr_file;  // or the file that holds it

@@ -30,8 +30,19 @@ void AddJobOptions(CLI::App* cmd, RunFlags& run) {
                   "this command")
       ->excludes(coord);
   cmd->add_option("--mesh", run.mesh,
-                  "AXIS=SIZE[,AXIS=SIZE...], e.g. data=2,model=4")
-      ->required();
+                  "AXIS=SIZE[,AXIS=SIZE...], e.g. data=2,model=4 (default: "
+                  "$SHARDMAP_MESH, else the mesh of the resident --arg "
+                  "@NAMEs)");
+  cmd->add_option("--axis-names", run.axis_names,
+                  "the manual mesh axes (JAX's axis_names), comma-"
+                  "separated; the others are auto: work is repeated "
+                  "along them (default: every axis manual)")
+      ->delimiter(',');
+  cmd->add_option("--auto", run.auto_axes,
+                  "the auto mesh axes (JAX's legacy auto=), comma-separated: "
+                  "the complement of --axis-names (both given: they must "
+                  "agree)")
+      ->delimiter(',');
   cmd->add_option("--fn", run.fn,
                   "name of a function: a built-in, a plugin's or a "
                   "registered program (shardctl functions)");
@@ -47,7 +58,9 @@ void AddJobOptions(CLI::App* cmd, RunFlags& run) {
                   "resident array (repeat, in order)");
   cmd->add_option("--in-spec", run.in_specs,
                   "PartitionSpec per --arg, or one for all: P('x', None), "
-                  "P(('x','y')), P(), None");
+                  "P(('x','y')), P(), None, or Infer (a resident @NAME's own "
+                  "spec); left out: every --arg must be a @NAME and keeps "
+                  "its own spec");
   cmd->add_option("--out", run.outs,
                   ".npy file, or @NAME to store it as a resident array, "
                   "per output (repeat, in order)");

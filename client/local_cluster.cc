@@ -171,8 +171,15 @@ LocalCluster::~LocalCluster() { StopAll(); }
 void LocalCluster::StopAll() {
   if (!token_file_.empty()) unlink(token_file_.c_str());
   token_file_.clear();
-  std::vector<pid_t> pids = worker_pids_;
-  if (coordinator_pid_ > 0) pids.push_back(coordinator_pid_);
+  // Workers first, while their coordinator still answers the heartbeat
+  // that announces their drain; then the coordinator.
+  TerminateAndReap(worker_pids_);
+  worker_pids_.clear();
+  if (coordinator_pid_ > 0) TerminateAndReap({coordinator_pid_});
+  coordinator_pid_ = -1;
+}
+
+void LocalCluster::TerminateAndReap(const std::vector<pid_t>& pids) {
   for (pid_t p : pids) kill(p, SIGTERM);
   const absl::Time deadline = absl::Now() + absl::Seconds(3);
   for (pid_t p : pids) {
@@ -185,8 +192,6 @@ void LocalCluster::StopAll() {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   }
-  worker_pids_.clear();
-  coordinator_pid_ = -1;
 }
 
 }  // namespace shardmap

@@ -65,6 +65,8 @@ class LocalCluster {
  private:
   LocalCluster() = default;
   void StopAll();
+  // SIGTERM to each, then waits up to 3 s in all before SIGKILL.
+  static void TerminateAndReap(const std::vector<pid_t>& pids);
 
   std::string address_;
   ChannelSecurity client_security_;

@@ -9,11 +9,18 @@
 
 namespace shardmap {
 
-v1::JobSpec JobSpecOf(const JobRequest& job) {
+v1::JobSpec JobSpecOf(const JobRequest& job,
+                      const std::optional<Mesh>& default_mesh) {
   v1::JobSpec result;
   v1::JobSpec* spec = &result;
   spec->set_function(job.function);
-  *spec->mutable_mesh() = MeshToProto(job.mesh);
+  if (job.mesh.has_value()) {
+    *spec->mutable_mesh() = MeshToProto(*job.mesh);
+  } else if (default_mesh.has_value()) {
+    *spec->mutable_mesh() = MeshToProto(*default_mesh);
+  }
+  for (const std::string& a : job.axis_names) spec->add_axis_names(a);
+  for (const std::string& a : job.auto_axes) spec->add_auto_axes(a);
   for (size_t i = 0; i < job.args.size(); ++i) {
     const Tensor* t = job.args[i];
     *spec->add_args() = t != nullptr ? HeaderToProto(t->dtype(), t->shape())
@@ -44,7 +51,7 @@ absl::StatusOr<v1::PlanResponse> ShardClient::Plan(
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + job.timeout));
   v1::PlanRequest request;
-  *request.mutable_spec() = JobSpecOf(job);
+  *request.mutable_spec() = JobSpecOf(job, options_.default_mesh);
   v1::PlanResponse response;
   grpc::Status s = stub_->Plan(&context, request, &response);
   if (!s.ok()) return FromGrpcStatus(s);

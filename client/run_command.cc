@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -105,6 +106,24 @@ absl::Status ParseStates(const RunFlags& f, JobRequest* job) {
   return absl::OkStatus();
 }
 
+// --mesh, else SHARDMAP_MESH (JAX's set_mesh for the shell), else none:
+// the coordinator takes the resident arguments' mesh.
+absl::StatusOr<std::optional<Mesh>> JobMeshFlag(const std::string& flag) {
+  std::string text = flag, source = "--mesh";
+  if (text.empty()) {
+    const char* env = std::getenv("SHARDMAP_MESH");
+    if (env == nullptr || *env == '\0') return std::optional<Mesh>();
+    text = env;
+    source = "SHARDMAP_MESH";
+  }
+  auto mesh = Mesh::Parse(text);
+  if (!mesh.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, ": ", mesh.status().message()));
+  }
+  return std::optional<Mesh>(*std::move(mesh));
+}
+
 }  // namespace
 
 absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
@@ -125,15 +144,22 @@ absl::StatusOr<ParsedRun> ParseRun(const RunFlags& f, int* exit_code) {
         absl::StrCat("--local must be at least 1, got ", f.local));
   }
   run.job.function = f.fn;
-  auto mesh = Mesh::Parse(f.mesh);
-  if (!mesh.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--mesh: ", mesh.status().message()));
+  SHARD_ASSIGN_OR_RETURN(run.job.mesh, JobMeshFlag(f.mesh));
+  run.job.axis_names = f.axis_names;
+  run.job.auto_axes = f.auto_axes;
+  if (f.in_specs.empty()) {
+    for (const std::string& arg : f.args) {
+      if (absl::StartsWith(arg, "@")) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--in-spec is required: give one per --arg, or one for all (it "
+          "may be left out only when every --arg is a resident @NAME; '",
+          arg, "' is a file)"));
+    }
   }
-  run.job.mesh = *mesh;
-  if (!f.args.empty() && f.in_specs.empty()) {
+  if (!run.job.mesh.has_value() && f.local > 0) {
     return absl::InvalidArgumentError(
-        "--in-spec is required: give one per --arg, or one for all");
+        "--local needs --mesh (or SHARDMAP_MESH): its cluster holds no "
+        "resident arrays to take a mesh from");
   }
   if (f.in_specs.size() > 1 && f.in_specs.size() != f.args.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -248,13 +274,20 @@ bool OutputConflict(const ShardClient& client, const JobRequest& job) {
   }
   if (!exists) return false;
   auto status = client.Status();
-  return status.ok() && status->workers_size() >= job.mesh.num_devices();
+  return status.ok() && (!job.mesh.has_value() ||
+                         status->workers_size() >= job.mesh->num_devices());
 }
 
 // ExitCodeForStatus, except that a job naming resident arrays gets 65 for
 // NOT_FOUND when the function exists (the unknown name is an array's, not
 // the function's, 64), and 73 for a stored output refused without
 // --overwrite (as put does).
+// How a summary names the job's mesh.
+std::string MeshText(const JobRequest& job) {
+  return job.mesh.has_value() ? job.mesh->ToString()
+                              : "of the resident arguments";
+}
+
 int RunExitCode(const ShardClient& client, const absl::Status& s,
                 const JobRequest& job) {
   const bool names_arrays = !job.resident_args.empty() ||
@@ -320,7 +353,7 @@ int RunCommand(const RunFlags& f) {
   nlohmann::json summary;
   summary["job_id"] = result->job_id;
   summary["function"] = what;
-  summary["mesh"] = run.job.mesh.ToString();
+  summary["mesh"] = MeshText(run.job);
   summary["devices"] = result->num_devices;
   summary["seconds"] = seconds;
   summary["traceparent"] = result->traceparent;
@@ -373,7 +406,7 @@ int RunCommand(const RunFlags& f) {
     return kExitOk;
   }
   std::cerr << result->job_id << ": " << what << " on mesh "
-            << run.job.mesh.ToString() << " (" << result->num_devices
+            << MeshText(run.job) << " (" << result->num_devices
             << " devices) in " << absl::StrFormat("%.1f", seconds * 1e3)
             << " ms" << std::endl;
   for (const JobRequest::State& st : run.job.states) {

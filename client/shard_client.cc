@@ -126,7 +126,7 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
     const std::string& traceparent) const {
   v1::RunJobRequest request;
   v1::JobSpec* spec = request.mutable_spec();
-  *spec = JobSpecOf(job);
+  *spec = JobSpecOf(job, options_.default_mesh);
   spec->set_call_id(job.call_id);
 
   grpc::ClientContext context;

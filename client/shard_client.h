@@ -37,7 +37,14 @@ struct JobRequest {
   // An expression program's source to run instead of `function` (leave
   // that empty): `lambda x, w: psum(x @ w, 'i')` or a `def`.
   std::string program;
-  Mesh mesh = *Mesh::Create({{"x", 1}});
+  // Unset: Options::default_mesh if set (JAX's set_mesh), else the mesh of
+  // the job's resident arguments (all must share one; JAX's Infer).
+  std::optional<Mesh> mesh;
+  // JAX's axis_names: the manual mesh axes (the others are auto: the
+  // function's work is repeated along them); empty: every axis. Or the
+  // legacy auto: the auto axes. Giving both, they must be complements.
+  std::vector<std::string> axis_names;
+  std::vector<std::string> auto_axes;
   // Not owned; must outlive Run. An entry may be null when the argument is
   // a resident array (resident_args).
   std::vector<const Tensor*> args;
@@ -57,7 +64,9 @@ struct JobRequest {
     std::optional<PartitionSpec> spec;
   };
   std::vector<State> states;
-  // One per argument, or one for all.
+  // One per argument, or one for all. PartitionSpec::Infer() takes a
+  // resident argument's own spec; none at all with every argument
+  // resident: each argument's own spec.
   std::vector<PartitionSpec> in_specs;
   // One per output, or one for all.
   std::vector<PartitionSpec> out_specs;
@@ -78,8 +87,9 @@ struct JobRequest {
 bool WritesState(const JobRequest& job);
 
 // The JobSpec a job is sent with (argument headers from job.args; no
-// data, no call_id).
-v1::JobSpec JobSpecOf(const JobRequest& job);
+// data, no call_id), with `default_mesh` when the job names no mesh.
+v1::JobSpec JobSpecOf(const JobRequest& job,
+                      const std::optional<Mesh>& default_mesh = std::nullopt);
 
 struct JobResult {
   std::string job_id;
@@ -104,6 +114,10 @@ class ShardClient {
     // 0.4 s, 0.8 s, ... at most 5 s), where that is safe: a call that
     // changes no resident state, or one with a call_id.
     int retries = 0;
+    // The mesh of jobs that name none (JobRequest::mesh unset), as JAX's
+    // jax.set_mesh; a job's own mesh wins. Unset: such a job takes its
+    // resident arguments' mesh.
+    std::optional<Mesh> default_mesh;
   };
   static absl::StatusOr<std::unique_ptr<ShardClient>> Create(
       const Options& options);

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/manual_axes.h"
 #include "core/status_util.h"
 
 namespace shardmap {
@@ -53,10 +54,8 @@ absl::StatusOr<std::vector<std::string>> AxesFromJson(
 absl::StatusOr<std::vector<int>> ResolveAxes(
     absl::string_view op, const Mesh& mesh,
     const std::vector<std::string>& axes) {
-  if (axes.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(op, ": axes is empty; name at least one mesh axis"));
-  }
+  // No axes (JAX's empty tuple): a group of one device, so psum(x, ())
+  // is x, axis_size(()) is 1 and axis_index(()) is 0.
   std::vector<int> positions;
   std::set<std::string> seen;
   for (const std::string& a : axes) {
@@ -118,8 +117,9 @@ absl::StatusOr<std::vector<std::pair<int, int>>> CheckPermutation(
   std::set<int64_t> sources, destinations;
   if (!perm.is_array()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "ppermute: perm must be a list of [source, destination] pairs, got ",
-        perm.dump()));
+        "ppermute: `perm` passed to `jax.lax.ppermute` must be a list or a "
+        "tuple. Got perm of type ",
+        perm.type_name(), ": ", perm.dump()));
   }
   for (const auto& p : perm) {
     if (!p.is_array() || p.size() != 2 || !p[0].is_number_integer() ||
@@ -198,13 +198,15 @@ absl::StatusOr<std::pair<int, int>> CheckAllToAll(const Shape& shape,
 absl::Status CheckCollectiveCall(absl::string_view function,
                                  absl::string_view collective, const Mesh& mesh,
                                  const std::vector<Shape>& block_shapes,
-                                 const nlohmann::json& kwargs) {
+                                 const nlohmann::json& kwargs,
+                                 const std::vector<std::string>& manual_axes) {
   if (collective.empty()) return absl::OkStatus();
   if (!kwargs.contains("axes")) return absl::OkStatus();
   SHARD_ASSIGN_OR_RETURN(std::vector<std::string> axes,
                          AxesFromJson(function, kwargs["axes"]));
   SHARD_ASSIGN_OR_RETURN(std::vector<int> positions,
                          ResolveAxes(function, mesh, axes));
+  SHARD_RETURN_IF_ERROR(CheckCollectiveManual(function, axes, manual_axes));
   const int64_t n = GroupSize(mesh, positions);
   if (block_shapes.empty()) return absl::OkStatus();
   const Shape& x = block_shapes[0];

@@ -22,7 +22,9 @@ namespace shardmap {
 
 // The axes of a collective: one name, or a list (a tuple in JAX), first
 // major. Returns their positions in the mesh. Errors: an axis the mesh
-// lacks, an axis named twice, no axes.
+// lacks, an axis named twice. No axes (JAX's `()`) is a group of one
+// device: every collective over it is the identity (untiled all_gather
+// and all_to_all add or move a dimension of size 1).
 absl::StatusOr<std::vector<int>> ResolveAxes(
     absl::string_view op, const Mesh& mesh,
     const std::vector<std::string>& axes);
@@ -63,11 +65,13 @@ absl::StatusOr<std::pair<int, int>> CheckAllToAll(const Shape& shape,
 // Checks a call of a function whose signature declares `collective` (the
 // jax.lax op it performs on args[0] with its keyword arguments: "psum",
 // "all_gather", ... or "axes" for one that only names axes), given the
-// arguments' block shapes. OK for an empty `collective`.
-absl::Status CheckCollectiveCall(absl::string_view function,
-                                 absl::string_view collective, const Mesh& mesh,
-                                 const std::vector<Shape>& block_shapes,
-                                 const nlohmann::json& kwargs);
+// arguments' block shapes. OK for an empty `collective`. `manual_axes`
+// (empty: all) are the axes a partial-manual job's collectives may name
+// (core/manual_axes.h).
+absl::Status CheckCollectiveCall(
+    absl::string_view function, absl::string_view collective, const Mesh& mesh,
+    const std::vector<Shape>& block_shapes, const nlohmann::json& kwargs,
+    const std::vector<std::string>& manual_axes = {});
 
 }  // namespace shardmap
 

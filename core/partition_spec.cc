@@ -31,9 +31,14 @@ class SpecParser {
       if (pos_ != text_.size()) return Error("unexpected text after None");
       return PartitionSpec::Unsplit();
     }
+    if (head == "Infer") {
+      SkipSpace();
+      if (pos_ != text_.size()) return Error("unexpected text after Infer");
+      return PartitionSpec::Infer();
+    }
     if (head != "P" && head != "PartitionSpec") {
       pos_ -= head.size();
-      return Error("expected P(...), PartitionSpec(...) or None");
+      return Error("expected P(...), PartitionSpec(...), None or Infer");
     }
     SkipSpace();
     if (!Consume('(')) return Error("expected '(' after P");
@@ -161,6 +166,12 @@ PartitionSpec PartitionSpec::Unsplit() {
   return p;
 }
 
+PartitionSpec PartitionSpec::Infer() {
+  PartitionSpec p;
+  p.infer_ = true;
+  return p;
+}
+
 absl::StatusOr<PartitionSpec> PartitionSpec::Parse(absl::string_view text) {
   return SpecParser(text).Parse();
 }
@@ -182,6 +193,7 @@ bool PartitionSpec::Mentions(absl::string_view axis) const {
 
 std::string PartitionSpec::ToString() const {
   if (unsplit_) return "None";
+  if (infer_) return "Infer";
   if (entries_.empty()) return "P()";
   std::vector<std::string> parts;
   for (const Entry& e : entries_) {
@@ -207,7 +219,7 @@ std::string PartitionSpec::ToString() const {
 absl::Status PartitionSpec::Validate(const Mesh& mesh, int rank,
                                      absl::string_view what,
                                      absl::string_view value) const {
-  if (unsplit_) return absl::OkStatus();
+  if (unsplit_ || infer_) return absl::OkStatus();
   absl::flat_hash_set<std::string> seen;
   for (const Entry& e : entries_) {
     for (const std::string& axis : e) {
@@ -222,7 +234,9 @@ absl::Status PartitionSpec::Validate(const Mesh& mesh, int rank,
         return absl::InvalidArgumentError(absl::StrCat(
             what, " is ", ToString(),
             ", which has duplicate entries for mesh axis '", axis,
-            "'; a spec can map every mesh axis to at most one dimension"));
+            "': A single NamedSharding spec specification can map every "
+            "mesh axis to at most one positional dimension, but ",
+            ToString(), " has duplicate entries for `", axis, "`"));
       }
     }
   }

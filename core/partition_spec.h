@@ -28,6 +28,9 @@ class PartitionSpec {
       : entries_(std::move(entries)) {}
   // The in_spec `None`: the whole argument on every device.
   static PartitionSpec Unsplit();
+  // JAX's `Infer` (in_specs of resident arguments): the argument keeps the
+  // resident array's own spec. Parsed from "Infer".
+  static PartitionSpec Infer();
 
   // Parses the Python text form: P('x', None), P(('x','y')), P(), None,
   // PartitionSpec('x'). Names may be quoted or bare (P(x, None)). A
@@ -37,12 +40,13 @@ class PartitionSpec {
   static absl::StatusOr<PartitionSpec> Parse(absl::string_view text);
 
   bool unsplit() const { return unsplit_; }
+  bool infer() const { return infer_; }
   const std::vector<Entry>& entries() const { return entries_; }
   // Every axis the spec names, in order of appearance.
   std::vector<std::string> MentionedAxes() const;
   bool Mentions(absl::string_view axis) const;
 
-  // JAX's repr: P('i',), P('i', 'j'), P(), P(('x', 'y'),), or None.
+  // JAX's repr: P('i',), P('i', 'j'), P(), P(('x', 'y'),), None or Infer.
   std::string ToString() const;
 
   // Checks the spec against a mesh and an array of rank `rank`, as JAX
@@ -54,7 +58,8 @@ class PartitionSpec {
                         absl::string_view value) const;
 
   bool operator==(const PartitionSpec& o) const {
-    return unsplit_ == o.unsplit_ && entries_ == o.entries_;
+    return unsplit_ == o.unsplit_ && infer_ == o.infer_ &&
+           entries_ == o.entries_;
   }
   // Whether this spec splits an array of rank `rank` as `o` does: the
   // dimensions a spec leaves out are None, as are all of an unsplit one's
@@ -64,6 +69,7 @@ class PartitionSpec {
  private:
   std::vector<Entry> entries_;
   bool unsplit_ = false;
+  bool infer_ = false;
 };
 
 // Whether an array of rank `rank` sharded by `a_spec` over `a_mesh` has

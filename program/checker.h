@@ -41,6 +41,10 @@ struct CheckOptions {
   // promises a replication the program does not give. Off: no tracking,
   // and collectives accept any operand.
   bool check_vma = true;
+  // The manual mesh axes of a partial-manual job (JAX's axis_names);
+  // empty: every axis. Collectives, axis_index and axis_size may name only
+  // these.
+  std::vector<std::string> manual_axes;
   Limits limits;
 };
 

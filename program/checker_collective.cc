@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/collective_rules.h"
+#include "core/manual_axes.h"
 #include "program/checker_internal.h"
 
 namespace shardmap {
@@ -88,9 +89,13 @@ absl::StatusOr<Value> Checker::Collective(const std::string& fn, SourcePos pos,
   }
   const bool reduce =
       fn == "psum" || fn == "pmean" || fn == "pmax" || fn == "pmin";
-  if (axes.empty() && reduce) return (*a)[0].value;  // identity, as JAX
+  // psum(x, ()) is x, as JAX (pmean divides by 1, so an integer x still
+  // becomes floating; it goes through below as a group of one).
+  if (axes.empty() && reduce && fn != "pmean") return (*a)[0].value;
   auto positions = ResolveAxes(fn, mesh(), axes);
   if (!positions.ok()) return Error(axes_arg.pos, positions.status().message());
+  absl::Status manual = CheckCollectiveManual(fn, axes, options().manual_axes);
+  if (!manual.ok()) return Error(axes_arg.pos, manual.message());
   const int64_t n = GroupSize(mesh(), *positions);
   const std::set<std::string> axis_set(axes.begin(), axes.end());
 

@@ -15,6 +15,7 @@ std::string KeyOf(absl::string_view source, const Mesh& mesh,
                   const CheckOptions& options) {
   std::string key = absl::StrCat(
       mesh.ToString(), "|", options.check_vma ? 1 : 0, "|",
+      absl::StrJoin(options.manual_axes, ","), "|",
       options.limits.max_source_bytes, ",", options.limits.max_instructions,
       ",", options.limits.max_peak_bytes);
   for (const ArgType& a : args) {

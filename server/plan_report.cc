@@ -1,10 +1,12 @@
 #include "server/plan_report.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "core/status_util.h"
 #include "program/dtypes.h"
 #include "server/sharding_picture.h"
@@ -43,6 +45,21 @@ std::string ArrayText(const Mesh& mesh, const v1::PlannedArray& a, DType dtype,
   return absl::StrCat(line, "\n", ShardingPicture(mesh, layout, "    "));
 }
 
+// For a partial-manual job: which axes are manual, which auto.
+std::string ManualAxesLine(const JobPlan& plan) {
+  if (plan.manual_axes.empty()) return "";
+  std::vector<std::string> autos;
+  for (const MeshAxis& a : plan.mesh.axes()) {
+    if (std::find(plan.manual_axes.begin(), plan.manual_axes.end(), a.name) ==
+        plan.manual_axes.end()) {
+      autos.push_back(a.name);
+    }
+  }
+  return absl::StrCat("manual axes ", absl::StrJoin(plan.manual_axes, ","),
+                      "; auto axes ", absl::StrJoin(autos, ","),
+                      " (the work is repeated along them)\n");
+}
+
 }  // namespace
 
 absl::StatusOr<v1::PlanResponse> ReportPlan(const JobPlan& plan) {
@@ -50,10 +67,10 @@ absl::StatusOr<v1::PlanResponse> ReportPlan(const JobPlan& plan) {
   const bool program = plan.program != nullptr;
   r.set_function(plan.function.name());
   *r.mutable_mesh() = MeshToProto(plan.mesh);
-  std::string text =
-      absl::StrCat(plan.function.program().empty() ? "function " : "program ",
-                   plan.function.name(), " on mesh ", plan.mesh.ToString(),
-                   " (", plan.mesh.num_devices(), " devices)\n", "inputs\n");
+  std::string text = absl::StrCat(
+      plan.function.program().empty() ? "function " : "program ",
+      plan.function.name(), " on mesh ", plan.mesh.ToString(), " (",
+      plan.mesh.num_devices(), " devices)\n", ManualAxesLine(plan), "inputs\n");
   int64_t scatter = 0;
   for (size_t i = 0; i < plan.args.size(); ++i) {
     const ArgPlan& a = plan.args[i];

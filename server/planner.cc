@@ -5,10 +5,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/collective_rules.h"
+#include "core/manual_axes.h"
 #include "core/replication.h"
 #include "core/status_util.h"
 #include "program/checker.h"
 #include "program/dtypes.h"
+#include "server/job_axes.h"
 #include "wire/signature.h"
 
 namespace shardmap {
@@ -16,12 +18,13 @@ namespace {
 
 // in_specs / out_specs are a tree prefix of a flat tuple: one spec for all,
 // or one per element.
+template <typename Specs>
 absl::StatusOr<std::vector<PartitionSpec>> BroadcastSpecs(
-    const google::protobuf::RepeatedPtrField<v1::PartitionSpec>& specs,
-    size_t count, absl::string_view what, absl::string_view element) {
+    const Specs& specs, size_t count, absl::string_view what,
+    absl::string_view element) {
   std::vector<PartitionSpec> out;
   if (specs.size() == 1) {
-    out.assign(count, SpecFromProto(specs[0]));
+    out.assign(count, SpecFromProto(*specs.begin()));
     return out;
   }
   if (static_cast<size_t>(specs.size()) != count) {
@@ -108,6 +111,7 @@ absl::Status PlanProgram(const v1::JobSpec& spec,
   }
   program::CheckOptions options;
   options.check_vma = plan->check_rep;
+  options.manual_axes = plan->manual_axes;
   const std::string& source = plan->function.program();
   SHARD_ASSIGN_OR_RETURN(
       plan->program,
@@ -132,6 +136,29 @@ absl::Status PlanProgram(const v1::JobSpec& spec,
   }
   plan->kwargs_json = "{}";
   return absl::OkStatus();
+}
+
+// JAX's rule that specs name only manual axes, for the in_specs and
+// out_specs as given (Infer entries are checked once resolved).
+absl::Status CheckGivenSpecsManual(
+    const std::vector<v1::PartitionSpec>& in_specs, const v1::JobSpec& spec,
+    const JobPlan& plan) {
+  if (plan.manual_axes.empty()) return absl::OkStatus();
+  std::vector<PartitionSpec> in, out;
+  for (const auto& s : in_specs) in.push_back(SpecFromProto(s));
+  for (const auto& s : spec.out_specs()) out.push_back(SpecFromProto(s));
+  SHARD_RETURN_IF_ERROR(CheckSpecsManual("in", in, plan.manual_axes));
+  return CheckSpecsManual("out", out, plan.manual_axes);
+}
+
+// The same rule for argument `i`'s inferred spec (its resident array's).
+absl::Status CheckInferredSpecManual(int i,
+                                     const std::vector<PartitionSpec>& in_specs,
+                                     const JobPlan& plan) {
+  if (plan.manual_axes.empty()) return absl::OkStatus();
+  std::vector<PartitionSpec> only(in_specs.size());
+  only[i] = in_specs[i];
+  return CheckSpecsManual("in", only, plan.manual_axes);
 }
 
 }  // namespace
@@ -196,10 +223,10 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
                                 const FunctionLookup& lookup,
                                 const ResidentIndex* index,
                                 program::ProgramCache* programs) {
-  auto mesh = MeshFromProto(spec.mesh());
-  if (!mesh.ok()) return Annotate(mesh.status(), "mesh");
+  SHARD_ASSIGN_OR_RETURN(Mesh mesh, JobMesh(spec, index));
   JobPlan plan;
-  plan.mesh = *std::move(mesh);
+  plan.mesh = std::move(mesh);
+  SHARD_ASSIGN_OR_RETURN(plan.manual_axes, JobManualAxes(spec, plan.mesh));
   plan.check_rep = !spec.no_check_rep();
   SHARD_ASSIGN_OR_RETURN(plan.function, lookup(spec.function()));
   const std::string fn = plan.function.name();
@@ -211,11 +238,9 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
         " positional argument", plan.function.arity() == 1 ? "" : "s", " but ",
         spec.args_size(), spec.args_size() == 1 ? " was" : " were", " given"));
   }
-  if (spec.in_specs_size() == 0 && spec.args_size() > 0) {
-    return absl::InvalidArgumentError(
-        "in_specs is missing: give one spec for all arguments or one per "
-        "argument (--in-spec)");
-  }
+  SHARD_ASSIGN_OR_RETURN(const std::vector<v1::PartitionSpec> given_in_specs,
+                         InSpecsOrInfer(spec));
+  const int num_in_specs = static_cast<int>(given_in_specs.size());
   if (spec.out_specs_size() == 0) {
     return absl::InvalidArgumentError(
         "out_specs is missing: give one spec per output (--out-spec)");
@@ -224,16 +249,21 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
   // prefix structure, then ranks and divisibility. Ranks are checked later,
   // so the rank given here is one no spec can exceed.
   constexpr int kAnyRank = 1 << 20;
-  for (int i = 0; i < spec.in_specs_size(); ++i) {
-    SHARD_RETURN_IF_ERROR(
-        SpecFromProto(spec.in_specs(i))
-            .Validate(plan.mesh, kAnyRank,
-                      SpecName("in_specs", i, spec.in_specs_size()),
-                      "its argument"));
+  for (int i = 0; i < num_in_specs; ++i) {
+    SHARD_RETURN_IF_ERROR(SpecFromProto(given_in_specs[i])
+                              .Validate(plan.mesh, kAnyRank,
+                                        SpecName("in_specs", i, num_in_specs),
+                                        "its argument"));
   }
   for (int o = 0; o < spec.out_specs_size(); ++o) {
     const std::string what = SpecName("out_specs", o, spec.out_specs_size());
     const PartitionSpec s = SpecFromProto(spec.out_specs(o));
+    if (s.infer()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what,
+          " is Infer, which only in_specs of resident arguments may "
+          "be; give the output's spec"));
+    }
     if (s.unsplit()) {
       return absl::InvalidArgumentError(absl::StrCat(
           what,
@@ -243,9 +273,10 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
     SHARD_RETURN_IF_ERROR(
         s.Validate(plan.mesh, kAnyRank, what, absl::StrCat(fn, " output ", o)));
   }
-  SHARD_ASSIGN_OR_RETURN(std::vector<PartitionSpec> in_specs,
-                         BroadcastSpecs(spec.in_specs(), spec.args_size(),
-                                        "in_specs", "argument"));
+  SHARD_RETURN_IF_ERROR(CheckGivenSpecsManual(given_in_specs, spec, plan));
+  SHARD_ASSIGN_OR_RETURN(
+      std::vector<PartitionSpec> in_specs,
+      BroadcastSpecs(given_in_specs, spec.args_size(), "in_specs", "argument"));
   if (!is_program) {  // a program's outputs are known once it is checked
     SHARD_ASSIGN_OR_RETURN(
         plan.out_specs,
@@ -256,7 +287,7 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
   std::vector<DType> dtypes;
   for (int i = 0; i < spec.args_size(); ++i) {
     const std::string value = absl::StrCat("args[", i, "]");
-    const std::string what = SpecName("in_specs", i, spec.in_specs_size());
+    const std::string what = SpecName("in_specs", i, num_in_specs);
     std::optional<ResidentArray> resident;
     if (i < spec.resident_args_size() && !spec.resident_args(i).empty()) {
       if (index == nullptr) {
@@ -270,6 +301,10 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
       meta = resident->meta;
     } else {
       SHARD_ASSIGN_OR_RETURN(meta, HeaderFromProto(spec.args(i), value));
+    }
+    if (in_specs[i].infer()) {
+      SHARD_ASSIGN_OR_RETURN(in_specs[i], InferredSpec(i, resident, plan.mesh));
+      SHARD_RETURN_IF_ERROR(CheckInferredSpecManual(i, in_specs, plan));
     }
     const PartitionSpec& s = in_specs[i];
     const PartitionSpec effective = s.unsplit() ? PartitionSpec() : s;
@@ -297,7 +332,8 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
       blocks.push_back(a.layout.block_shape());
     }
     SHARD_RETURN_IF_ERROR(CheckCollectiveCall(fn, plan.function.collective(),
-                                              plan.mesh, blocks, resolved));
+                                              plan.mesh, blocks, resolved,
+                                              plan.manual_axes));
   }
 
   // Stored outputs and states.
@@ -342,6 +378,9 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
     SHARD_ASSIGN_OR_RETURN(st.array, index->Find(binding->name()));
     st.spec =
         binding->has_spec() ? SpecFromProto(binding->spec()) : PartitionSpec();
+    if (st.spec.infer()) st.spec = st.array.spec;  // the array's own
+    SHARD_RETURN_IF_ERROR(
+        CheckSpecsManual("state", {st.spec}, plan.manual_axes));
     SHARD_RETURN_IF_ERROR(
         BlockLayout::Create(
             plan.mesh, st.spec.unsplit() ? PartitionSpec() : st.spec,

@@ -56,6 +56,9 @@ struct StatePlan {
 
 struct JobPlan {
   Mesh mesh = *Mesh::Create({{"x", 1}});
+  // The manual mesh axes (JAX's axis_names), in mesh order; empty: every
+  // axis is manual. Specs and collectives name only these.
+  std::vector<std::string> manual_axes;
   v1::FunctionSignature function;
   std::vector<ArgPlan> args;
   // One per output of the function.

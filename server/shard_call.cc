@@ -51,6 +51,7 @@ v1::ShardRequest JobRequest(const std::string& job_id, const JobPlan& plan,
   job->set_function(plan.function.name());
   job->set_program(plan.function.program());
   *job->mutable_mesh() = MeshToProto(plan.mesh);
+  for (const std::string& a : plan.manual_axes) job->add_manual_axes(a);
   job->set_device_id(d);
   job->set_kwargs_json(plan.kwargs_json);
   for (const ArgPlan& a : plan.args) {

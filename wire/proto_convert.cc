@@ -55,6 +55,7 @@ absl::StatusOr<Mesh> MeshFromProto(const v1::Mesh& proto) {
 v1::PartitionSpec SpecToProto(const PartitionSpec& spec) {
   v1::PartitionSpec proto;
   proto.set_unsplit(spec.unsplit());
+  proto.set_infer(spec.infer());
   for (const PartitionSpec::Entry& e : spec.entries()) {
     v1::SpecEntry* entry = proto.add_entries();
     for (const std::string& axis : e) entry->add_axes(axis);
@@ -64,6 +65,7 @@ v1::PartitionSpec SpecToProto(const PartitionSpec& spec) {
 
 PartitionSpec SpecFromProto(const v1::PartitionSpec& proto) {
   if (proto.unsplit()) return PartitionSpec::Unsplit();
+  if (proto.infer()) return PartitionSpec::Infer();
   std::vector<PartitionSpec::Entry> entries;
   for (const v1::SpecEntry& e : proto.entries()) {
     entries.emplace_back(e.axes().begin(), e.axes().end());

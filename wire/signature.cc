@@ -11,7 +11,7 @@ namespace {
 
 bool IsAxes(const nlohmann::json& v) {
   if (v.is_string()) return true;
-  if (!v.is_array() || v.empty()) return false;
+  if (!v.is_array()) return false;  // [] is JAX's (): no axes
   for (const auto& e : v) {
     if (!e.is_string()) return false;
   }

@@ -65,6 +65,7 @@ absl::Status ReceiveCall(ShardStream& stream, uint64_t max_job_bytes,
   call.function = job.function();
   call.program = job.program();
   SHARD_ASSIGN_OR_RETURN(call.mesh, MeshFromProto(job.mesh()));
+  call.manual_axes.assign(job.manual_axes().begin(), job.manual_axes().end());
   call.device_id = job.device_id();
   call.kwargs_json = job.kwargs_json();
   received->send_outputs.assign(job.send_outputs().begin(),

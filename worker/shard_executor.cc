@@ -123,6 +123,7 @@ absl::StatusOr<std::vector<Tensor>> ShardExecutor::RunProgram(
   }
   program::CheckOptions options;
   options.check_vma = false;
+  options.manual_axes = call.manual_axes;
   SHARD_ASSIGN_OR_RETURN(
       std::shared_ptr<const program::Program> checked,
       programs_->Check(call.program, call.mesh, args, options));

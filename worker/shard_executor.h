@@ -26,6 +26,8 @@ struct ShardCall {
   // The source of an expression program to run instead of `function`.
   std::string program;
   Mesh mesh = *Mesh::Create({{"x", 1}});
+  // The job's manual axes (JAX's axis_names); empty: every axis.
+  std::vector<std::string> manual_axes;
   int64_t device_id = 0;
   std::vector<Tensor> args;
   std::string kwargs_json;

@@ -186,8 +186,11 @@ absl::StatusOr<std::vector<Tensor>> ShardJob::Execute(
     transport = services_.peers->Open(header, link);
   }
   if (transport != nullptr) {
+    Communicator::Options comm_options;
+    comm_options.manual_axes.assign(header.manual_axes().begin(),
+                                    header.manual_axes().end());
     comm = std::make_unique<Communicator>(&mesh, device, transport.get(),
-                                          Communicator::Options{});
+                                          std::move(comm_options));
   }
   // Resident arguments and states: this device's blocks, by the job's
   // specs, gathered from the workers that hold them.

@@ -26,6 +26,7 @@ from shardmap.errors import (Aborted, AlreadyExists, Cancelled, DataLoss,
                              Unauthenticated, Unavailable, Unimplemented,
                              Unknown)
 from shardmap.local import LocalCluster, local
+from shardmap.mesh_context import get_mesh, set_mesh
 from shardmap.resident import ResidentArray
 from shardmap.spec import Mesh, P, PartitionSpec
 
@@ -59,6 +60,7 @@ __all__ = [
     "OutOfRange", "P", "PartitionSpec", "PermissionDenied", "ResidentArray",
     "ResourceExhausted", "ShapeDtypeStruct", "ShardMapped", "TLS",
     "Unauthenticated", "Unavailable", "Unimplemented", "Unknown", "connect",
-    "current_cluster", "eval_shape", "local", "shard_map",
+    "current_cluster", "eval_shape", "get_mesh", "local", "set_mesh",
+    "shard_map",
     "visualize_sharding",
 ]

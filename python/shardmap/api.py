@@ -25,6 +25,7 @@ import re
 from shardmap import client as client_lib
 from shardmap import wire
 from shardmap.errors import InvalidArgument
+from shardmap.mesh_context import get_mesh
 from shardmap.resident import ResidentArray
 from shardmap.source import program_source
 from shardmap.spec import Mesh, P, spec_to_proto
@@ -51,7 +52,7 @@ def _is_spec(s):
     return s is None or isinstance(s, P)
 
 
-def shard_map(f=None, *, mesh, in_specs, out_specs, check_rep=None,
+def shard_map(f=None, *, mesh=None, in_specs, out_specs, check_rep=None,
               check_vma=None, state=None, kwargs=None, timeout=None,
               **static_kwargs):
     """shard_map(f, mesh=..., in_specs=..., out_specs=...) on the cluster.
@@ -60,7 +61,9 @@ def shard_map(f=None, *, mesh, in_specs, out_specs, check_rep=None,
     are replicated over the axes their out_specs leave out, as in JAX.
     state={slot: handle, or (name, P)} binds a function's state slots
     (brainstate State) to resident arrays. timeout= bounds each call
-    (seconds; default: the cluster's job_timeout).
+    (seconds; default: the cluster's job_timeout). mesh=None takes the
+    mesh of the enclosing `with sm.set_mesh(mesh):` when called (or, with
+    none, the mesh of the resident arrays passed).
     """
     def wrap(func):
         return ShardMapped(func, mesh, in_specs, out_specs,
@@ -75,10 +78,10 @@ class ShardMapped:
 
     def __init__(self, func, mesh, in_specs, out_specs, no_check_rep, state,
                  kwargs, timeout):
-        if not isinstance(mesh, Mesh):
+        if mesh is not None and not isinstance(mesh, Mesh):
             raise InvalidArgument(f"mesh: expected shardmap.Mesh, got "
                                   f"{mesh!r}")
-        template = pb.JobSpec(mesh=mesh.to_proto(), no_check_rep=no_check_rep)
+        template = pb.JobSpec(no_check_rep=no_check_rep)
         if isinstance(func, str):
             text = func.strip()
             if re.match(r"(lambda\b|def\s)", text):
@@ -118,6 +121,14 @@ class ShardMapped:
         """(JobSpec, wire arrays or None per flattened argument)."""
         spec = pb.JobSpec.FromString(self._template)
         leaves = _flatten(args, self.in_specs)
+        mesh = self._mesh_now()
+        if mesh is not None:
+            spec.mesh.CopyFrom(mesh.to_proto())
+        elif not any(isinstance(v, ResidentArray) for v, _ in leaves):
+            raise InvalidArgument(
+                "The context mesh cannot be empty. Use `sm.set_mesh(mesh)` "
+                "to enter into a mesh context, or pass mesh= to shard_map "
+                "(or resident arrays, whose mesh is then used)")
         if _is_spec(self.in_specs):
             spec.in_specs.append(spec_to_proto(self.in_specs, "in_specs"))
         arrays = []
@@ -142,8 +153,14 @@ class ShardMapped:
             del spec.resident_args[:]
         return spec, arrays
 
+    def _mesh_now(self):
+        """The explicit mesh, else the set_mesh context's (or None)."""
+        return self.mesh if self.mesh is not None else get_mesh()
+
     def _cluster(self):
-        return self.mesh.cluster or client_lib.current_cluster()
+        mesh = self._mesh_now()
+        return (mesh.cluster if mesh is not None else None) or \
+            client_lib.current_cluster()
 
     def _shape_result(self, values):
         if _is_spec(self.out_specs) and len(values) == 1:

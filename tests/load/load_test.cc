@@ -238,7 +238,7 @@ Case MakeCase(const Options& o, int index) {
     vector_arg(n, seed);
     vector_arg(n, seed + 1);
     j.in_specs = j.out_specs = {
-        Spec(j.mesh.num_axes() == 1 ? "P('x')" : "P(('x', 'y'))")};
+        Spec(j.mesh->num_axes() == 1 ? "P('x')" : "P(('x', 'y'))")};
     c.expected = add ? Elementwise(c.args[0], &c.args[1],
                                    [](auto a, auto b) { return a + b; })
                      : Elementwise(c.args[0], &c.args[1],
@@ -300,7 +300,7 @@ Case MakeCase(const Options& o, int index) {
   for (const Tensor& t : c.args) c.bytes += t.num_bytes();
   c.what = absl::StrCat(c.put_get ? "put/get" : j.function, " ",
                         ShapeString(dtype, c.args[0].shape()), " on ",
-                        j.mesh.ToString(), " (job ", index, ")");
+                        j.mesh->ToString(), " (job ", index, ")");
   return c;
 }
 
@@ -309,7 +309,7 @@ absl::Status RunCase(const ShardClient& client, Case& c, int index) {
   Tensor got;
   if (c.put_get) {
     const std::string name = absl::StrCat("load/", index);
-    auto put = client.Put(name, c.args[0], c.job.mesh, c.job.in_specs[0]);
+    auto put = client.Put(name, c.args[0], *c.job.mesh, c.job.in_specs[0]);
     if (!put.ok()) return put.status();
     auto get = client.Get(name);
     if (!get.ok()) return get.status();

@@ -206,6 +206,9 @@ class LocalClusterTest(unittest.TestCase):
                                          coordinator=n)
                 self.assertEqual(code, 0, err)
                 np.testing.assert_allclose(got, x * np.float32(2.0))
+                # The cluster stops quietly: workers drain while their
+                # coordinator still answers.
+                self.assertNotIn("[warning]", err)
 
     def test_json_summary_and_printed_values(self):
         x = np.arange(6, dtype=np.int32).reshape(2, 3)

@@ -483,7 +483,8 @@ TEST_P(AllGatherTest, ConcatenatesInRankOrder) {
     options.input = inputs[r];
     options.output = absl::MakeSpan(outputs[r]);
     options.algorithm = algorithm;
-    options.small_bytes = 1000;  // kAuto: direct below, ring above
+    options.small_bytes = 1000;          // kAuto: direct below, ring above
+    options.exchange.piece_bytes = 100;  // 400 and 4096 bytes: several pieces
     return AllGather(options, *transport);
   })));
   EXPECT_EQ(hub.PendingMessages(), 0u);
@@ -666,6 +667,7 @@ TEST_P(PermuteTest, DestinationsGetTheirSourceOthersZeros) {
     options.pairs = pairs;
     options.input = inputs[r];
     options.output = absl::MakeSpan(outputs[r]);
+    options.exchange.piece_bytes = 16;  // 100 bytes: 7 pieces, the last short
     return Permute(options, *transport);
   })));
   EXPECT_EQ(hub.PendingMessages(), 0u);
@@ -751,6 +753,7 @@ TEST_P(AllToAllTest, ChunkJGoesToRankJ) {
     options.tag = Tag(0, "all_to_all(axes=('x',))");
     options.input = inputs[r];
     options.output = absl::MakeSpan(outputs[r]);
+    options.exchange.piece_bytes = 16;  // 100-byte chunks: 7 pieces
     return AllToAll(options, *transport);
   })));
   EXPECT_EQ(hub.PendingMessages(), 0u);

@@ -762,8 +762,8 @@ TEST(CommunicatorTest, AxisIndexAndAxisSizeRejectBadAxes) {
   EXPECT_TRUE(StatusIs(comm.AxisIndex({"y", "y"}).status(),
                        absl::StatusCode::kInvalidArgument,
                        {"axis_index", "'y' appears twice"}));
-  EXPECT_TRUE(StatusIs(comm.AxisSize({}).status(),
-                       absl::StatusCode::kInvalidArgument, {"axes is empty"}));
+  EXPECT_EQ(*comm.AxisSize({}), 1);  // JAX's axis_size(())
+  EXPECT_EQ(*comm.AxisIndex({}), 0);
   EXPECT_TRUE(StatusIs(comm.Group({"x", "x"}, "my_op").status(),
                        absl::StatusCode::kInvalidArgument,
                        {"my_op", "appears twice"}));
@@ -802,6 +802,40 @@ TEST(CommunicatorTest, PmaxAndPminOfArange) {
     ASSERT_TRUE(run.results[d][1].ok()) << run.results[d][1].status();
     EXPECT_EQ(Values<float>(*run.results[d][0]), (std::vector<float>{6, 7}));
     EXPECT_EQ(Values<float>(*run.results[d][1]), (std::vector<float>{0, 1}));
+  }
+}
+
+// JAX's empty axis tuple: psum(x, ()) is x, and every other collective
+// acts on a group of one device.
+TEST(CommunicatorTest, EmptyAxesAreAGroupOfOne) {
+  const Mesh mesh = MakeMesh("x=2");
+  RunResult run = RunOnMesh(mesh, 7, [](Communicator& comm, int64_t d, int i) {
+    Tensor x = FromValues<float>(DType::kFloat32, {2}, {1.0f + d, 5.0f});
+    switch (i) {
+      case 0:
+        return comm.Psum(x, {});
+      case 1:
+        return comm.Pmax(x, {});
+      case 2:
+        return comm.AllGather(x, {}, 0, /*tiled=*/true);
+      case 3:
+        return comm.PsumScatter(x, {}, 0, /*tiled=*/true);
+      case 4:
+        return comm.Ppermute(x, {}, nlohmann::json::parse("[[0, 0]]"));
+      case 5:
+        return comm.AllToAll(x, {}, 0, 0, /*tiled=*/true);
+      default:
+        return comm.AllGather(x, {}, 0, /*tiled=*/false);
+    }
+  });
+  for (int64_t d = 0; d < 2; ++d) {
+    const std::vector<float> own = {1.0f + d, 5.0f};
+    for (int i = 0; i < 7; ++i) {
+      ASSERT_TRUE(run.results[d][i].ok())
+          << i << ": " << run.results[d][i].status();
+      EXPECT_EQ(Values<float>(*run.results[d][i]), own) << "call " << i;
+    }
+    EXPECT_EQ(run.results[d][6]->shape(), (Shape{1, 2}));
   }
 }
 
@@ -1257,10 +1291,6 @@ TEST(CommunicatorTest, InvalidCallsFailOnEveryDeviceWithoutSending) {
          return c.Pmax(f32({2}), {"x", "x"});
        },
        {"pmax", "axis 'x' appears twice", "('x', 'x')"}},
-      {"pmin no axes",
-       "x=2,y=4",
-       [&](Communicator& c) { return c.Pmin(f32({2}), {}); },
-       {"pmin", "axes is empty"}},
       {"all_gather axis twice",
        "x=2,y=2,z=2",
        [&](Communicator& c) {

@@ -138,7 +138,7 @@ TEST(PartitionSpecParseTest, MalformedTextReportsPosition) {
       {"P('x'", "at position 5", "expected ',' or ')'"},
       {"P(", "at position 2", "expected ')' to close P("},
       {"Q('x')", "at position 0",
-       "expected P(...), PartitionSpec(...) or None"},
+       "expected P(...), PartitionSpec(...), None or Infer"},
       {"", "at position 0", "expected P(...)"},
       {"P('x' 'y')", "at position 6", "expected ',' or ')'"},
       {"P((('x',),))", "at position 3", "cannot contain a nested tuple"},

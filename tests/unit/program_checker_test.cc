@@ -400,6 +400,44 @@ TEST(ProgramCacheTest, KeysOnEverythingTheCheckDependsOnAndEvictsTheOldest) {
   EXPECT_EQ(cache.size(), 2u);
 }
 
+// JAX's empty axis tuple: psum(x, ()) is x; pmean(x, ()) is x / 1 (an
+// integer becomes floating); axis_size(()) is 1; all_gather over () stacks
+// one block.
+TEST(CheckerAxesTest, CollectivesOverNoAxes) {
+  const std::vector<ArgType> i32 = {A(ElemType::kInt32, {4}, {"data"})};
+  auto psum = Check("lambda x: psum(x, ())", i32);
+  ASSERT_TRUE(psum.ok()) << psum.status();
+  EXPECT_EQ(psum->instrs[psum->outputs[0]].type.elem, ElemType::kInt32);
+  EXPECT_EQ(psum->instrs[psum->outputs[0]].type.vma, Axes{"data"});
+  auto pmean = Check("lambda x: pmean(x, ())", i32);
+  ASSERT_TRUE(pmean.ok()) << pmean.status();
+  EXPECT_EQ(pmean->instrs[pmean->outputs[0]].type.elem, ElemType::kFloat32);
+  auto gather = Check("lambda x: all_gather(x, ()) * axis_size(())", i32);
+  ASSERT_TRUE(gather.ok()) << gather.status();
+  EXPECT_EQ(gather->instrs[gather->outputs[0]].type.shape,
+            (std::vector<int64_t>{1, 4}));
+}
+
+// A partial-manual job (JAX's axis_names): collectives, axis_index and
+// axis_size may name only the manual axes, in JAX's words.
+TEST(CheckerAxesTest, AutoAxesAreUnbound) {
+  CheckOptions options;
+  options.manual_axes = {"data"};
+  const std::vector<ArgType> f32 = {A(ElemType::kFloat32, {4}, {"data"})};
+  EXPECT_TRUE(Check("lambda x: psum(x, 'data')", f32, options).ok());
+  for (const char* src : {"lambda x: psum(x, 'model')",
+                          "lambda x: x * axis_index(('data', 'model'))",
+                          "lambda x: x * axis_size('model')"}) {
+    auto p = Check(src, f32, options);
+    EXPECT_FALSE(p.ok()) << src;
+    EXPECT_NE(p.status().message().find(
+                  "Found an unbound axis name: model. To fix this, please "
+                  "call "),
+              std::string::npos)
+        << p.status();
+  }
+}
+
 }  // namespace
 }  // namespace program
 }  // namespace shardmap

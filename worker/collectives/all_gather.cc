@@ -58,7 +58,8 @@ namespace {
 // receives block (rank - k - 1) mod n from its left one, into its position
 // in the output. The block a rank sends in round k + 1 is the one it
 // received in round k, so each block travels once around the ring and
-// every link carries (n - 1) blocks. One message per round, step k.
+// every link carries (n - 1) blocks. Each block travels in pieces
+// (Exchange): round k's piece i is step k * pieces + i.
 
 PeerMessage MessageOf(const AllGatherOptions& options, uint32_t step) {
   return PeerMessage{options.tag.seq, step, &options.tag.fingerprint};
@@ -100,11 +101,11 @@ absl::Status Ring(const AllGatherOptions& options, PeerTransport& transport,
   const int64_t left = group.devices[(rank + n - 1) % n];
 
   std::memmove(block(rank).data(), options.input.data(), block_bytes);
+  const uint32_t pieces = ExchangePieces(block_bytes, options.exchange);
   for (int round = 0; round < n - 1; ++round) {
-    SHARD_RETURN_IF_ERROR(transport.Send(right, MessageOf(options, round),
-                                         block(send_block(round))));
-    SHARD_RETURN_IF_ERROR(transport.Recv(left, MessageOf(options, round),
-                                         block(recv_block(round))));
+    SHARD_RETURN_IF_ERROR(Exchange(transport, options.tag, round * pieces,
+                                   right, block(send_block(round)), left,
+                                   block(recv_block(round)), options.exchange));
   }
   return absl::OkStatus();
 }

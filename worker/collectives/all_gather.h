@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "worker/collectives/collective_types.h"
+#include "worker/collectives/exchange.h"
 #include "worker/transport/peer_transport.h"
 
 namespace shardmap {
@@ -19,9 +20,12 @@ struct AllGatherOptions {
   absl::Span<uint8_t> output;
   Algorithm algorithm = Algorithm::kAuto;
   size_t small_bytes = 64 << 10;  // total output at most this: direct exchange
+  // How the ring moves each block (pieces, window); the same on every rank.
+  ExchangeOptions exchange;
 };
 
-absl::Status AllGather(const AllGatherOptions& options, PeerTransport& transport);
+absl::Status AllGather(const AllGatherOptions& options,
+                       PeerTransport& transport);
 
 }  // namespace shardmap
 

@@ -31,7 +31,8 @@ struct AllReduceOptions {
 
 // INVALID_ARGUMENT for a malformed group or a size that is not a whole
 // number of elements; otherwise the transport's errors.
-absl::Status AllReduce(const AllReduceOptions& options, PeerTransport& transport);
+absl::Status AllReduce(const AllReduceOptions& options,
+                       PeerTransport& transport);
 
 }  // namespace shardmap
 

@@ -28,35 +28,30 @@ absl::Status AllToAll(const AllToAllOptions& options,
   const size_t chunk_bytes = options.input.size() / n;
   if (chunk_bytes == 0) return absl::OkStatus();
 
-  // Direct exchange. The input holds n chunks of chunk_bytes; chunk j goes to
-  // rank j, and the chunk rank j sends here lands at position j of the
-  // output. Each rank copies its own chunk (position rank) locally, sends
-  // chunk j to rank j for every other j, then receives from every other rank
-  // j straight into output position j: one message each way per pair of
-  // ranks, step 0. Sends go out in the order rank + 1, rank + 2, ... and
-  // receives are taken in the order rank - 1, rank - 2, ..., so that the
-  // first message each rank waits for is the first one its left neighbour
-  // sent. Every pair of ranks exchanges exactly the bytes the other needs,
-  // so no ring would move fewer: AllToAll has no bandwidth-saving variant.
+  // Pairwise exchange. The input holds n chunks of chunk_bytes; chunk j goes
+  // to rank j, and the chunk rank j sends here lands at position j of the
+  // output. Each rank copies its own chunk (position rank) locally; then in
+  // round i = 1, ..., n - 1 it sends chunk rank + i to rank + i while it
+  // receives from rank - i straight into output position rank - i (mod n),
+  // in pieces (Exchange), so every round is a cyclic shift that streams
+  // through the links without setting whole chunks aside. Each pair of
+  // ranks exchanges in exactly one round, so its pieces are steps 0, 1, ...
+  // Every pair exchanges exactly the bytes the other needs, so no ring
+  // would move fewer: AllToAll has no bandwidth-saving variant.
   auto input_chunk = [&](int j) {
     return options.input.subspan(j * chunk_bytes, chunk_bytes);
   };
   auto output_chunk = [&](int j) {
     return options.output.subspan(j * chunk_bytes, chunk_bytes);
   };
-  const PeerMessage message{options.tag.seq, 0, &options.tag.fingerprint};
-
+  std::memcpy(output_chunk(rank).data(), input_chunk(rank).data(), chunk_bytes);
   for (int i = 1; i < n; ++i) {
-    const int j = (rank + i) % n;
-    SHARD_RETURN_IF_ERROR(
-        transport.Send(group.devices[j], message, input_chunk(j)));
-  }
-  std::memmove(output_chunk(rank).data(), input_chunk(rank).data(),
-               chunk_bytes);
-  for (int i = 1; i < n; ++i) {
-    const int j = (rank + n - i) % n;
-    SHARD_RETURN_IF_ERROR(
-        transport.Recv(group.devices[j], message, output_chunk(j)));
+    const int to = (rank + i) % n;
+    const int from = (rank + n - i) % n;
+    SHARD_RETURN_IF_ERROR(Exchange(transport, options.tag, /*first_step=*/0,
+                                   group.devices[to], input_chunk(to),
+                                   group.devices[from], output_chunk(from),
+                                   options.exchange));
   }
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "worker/collectives/collective_types.h"
+#include "worker/collectives/exchange.h"
 #include "worker/transport/peer_transport.h"
 
 namespace shardmap {
@@ -14,7 +15,10 @@ struct AllToAllOptions {
   GroupView group;
   CollectiveTag tag;
   absl::Span<const uint8_t> input;  // group.size() equal chunks
-  absl::Span<uint8_t> output;       // input.size() bytes
+  // input.size() bytes, not overlapping the input.
+  absl::Span<uint8_t> output;
+  // How each chunk travels (pieces, window); the same on every rank.
+  ExchangeOptions exchange;
 };
 
 absl::Status AllToAll(const AllToAllOptions& options, PeerTransport& transport);

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/collective_rules.h"
+#include "core/manual_axes.h"
 #include "core/status_util.h"
 #include "worker/collectives/all_gather.h"
 #include "worker/collectives/all_reduce.h"
@@ -70,6 +71,7 @@ absl::StatusOr<GroupView> Communicator::Group(const Axes& axes,
                                               const char* op) const {
   SHARD_ASSIGN_OR_RETURN(std::vector<int> positions,
                          ResolveAxes(op, *mesh_, axes));
+  SHARD_RETURN_IF_ERROR(CheckCollectiveManual(op, axes, options_.manual_axes));
   const std::vector<int64_t> mine = mesh_->Coords(device_);
   const int64_t n = GroupSize(*mesh_, positions);
   GroupView group;
@@ -94,6 +96,8 @@ absl::StatusOr<GroupView> Communicator::Group(const Axes& axes,
 absl::StatusOr<int64_t> Communicator::AxisSize(const Axes& axes) const {
   SHARD_ASSIGN_OR_RETURN(std::vector<int> positions,
                          ResolveAxes("axis_size", *mesh_, axes));
+  SHARD_RETURN_IF_ERROR(
+      CheckCollectiveManual("axis_size", axes, options_.manual_axes));
   return GroupSize(*mesh_, positions);
 }
 

@@ -35,6 +35,10 @@ class Communicator {
     // The all-reduce algorithm (psum, pmean, pmax, pmin); kAuto picks by
     // size. The other collectives always pick their own.
     Algorithm algorithm = Algorithm::kAuto;
+    // The job's manual axes (JAX's axis_names); empty: every axis. A
+    // collective, axis_index or axis_size over another (auto) axis is
+    // INVALID_ARGUMENT.
+    std::vector<std::string> manual_axes;
   };
   // `mesh` and `transport` must outlive the communicator.
   Communicator(const Mesh* mesh, int64_t device, PeerTransport* transport,

@@ -70,9 +70,9 @@ absl::Status Permute(const PermuteOptions& options, PeerTransport& transport) {
   SHARD_RETURN_IF_ERROR(ValidatePairs(options.pairs, group.size()));
 
   // Each pair (source, destination) moves the source's whole input to the
-  // destination's output: the source sends one message (step 0), the
-  // destination receives it. A rank is at most one pair's source and at most
-  // one pair's destination, so it sends at most once and receives at most
+  // destination's output: the source sends it (in pieces, steps 0, 1, ...),
+  // the destination receives it. A rank is at most one pair's source and at
+  // most one pair's destination, so it sends at most once and receives at most
   // once. A rank that is no pair's destination fills its output with zeros,
   // and a pair (r, r) copies locally without a message.
 
@@ -83,20 +83,20 @@ absl::Status Permute(const PermuteOptions& options, PeerTransport& transport) {
     if (pair.second == rank) source = pair.first;
   }
   if (options.input.empty()) return absl::OkStatus();
-  const PeerMessage message{options.tag.seq, 0, &options.tag.fingerprint};
-
-  if (destination >= 0 && destination != rank) {
-    SHARD_RETURN_IF_ERROR(
-        transport.Send(group.devices[destination], message, options.input));
-  }
+  // Sent in pieces while the pieces from `source` arrive (Exchange), so a
+  // large block streams through the link instead of being set aside whole.
+  const int64_t to =
+      destination >= 0 && destination != rank ? group.devices[destination] : -1;
+  const int64_t from =
+      source >= 0 && source != rank ? group.devices[source] : -1;
+  SHARD_RETURN_IF_ERROR(Exchange(transport, options.tag, /*first_step=*/0, to,
+                                 options.input, from, options.output,
+                                 options.exchange));
   if (source < 0) {
     std::memset(options.output.data(), 0, options.output.size());
   } else if (source == rank) {
     std::memmove(options.output.data(), options.input.data(),
                  options.input.size());
-  } else {
-    SHARD_RETURN_IF_ERROR(
-        transport.Recv(group.devices[source], message, options.output));
   }
   return absl::OkStatus();
 }

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "worker/collectives/collective_types.h"
+#include "worker/collectives/exchange.h"
 #include "worker/transport/peer_transport.h"
 
 namespace shardmap {
@@ -22,6 +23,8 @@ struct PermuteOptions {
   std::vector<std::pair<int, int>> pairs;
   absl::Span<const uint8_t> input;
   absl::Span<uint8_t> output;  // input.size() bytes
+  // How the block travels (pieces, window); the same on every rank.
+  ExchangeOptions exchange;
 };
 
 // INVALID_ARGUMENT for a repeated source or destination or a rank out of

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -267,6 +268,11 @@ absl::Status ShmRing::Wait(absl::Time deadline,
   std::atomic<uint32_t>& sleeping =
       writer_ ? header_->writer_sleeping : header_->reader_sleeping;
   auto ready = [this] { return writer_ ? Writable() > 0 : Readable() > 0; };
+  // A small message's answer usually comes within microseconds: poll for
+  // it a little, yielding the core (the peer may need it to answer), before
+  // paying a futex sleep and wake-up.
+  const absl::Time spin_until = absl::Now() + kSpin;
+  while (!ready() && absl::Now() < spin_until) sched_yield();
   for (;;) {
     const uint32_t seen = seq.load();
     if (ready()) return absl::OkStatus();

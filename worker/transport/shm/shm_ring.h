@@ -42,6 +42,8 @@ class ShmRing {
  public:
   // Longest single futex wait before checks are repeated.
   static constexpr absl::Duration kWaitSlice = absl::Milliseconds(20);
+  // How long Wait polls (yielding the core) before it sleeps on the futex.
+  static constexpr absl::Duration kSpin = absl::Microseconds(50);
 
   // Creates and maps a new object of `capacity` bytes of ring (a multiple
   // of 4096, at least 4096) as its writer.
