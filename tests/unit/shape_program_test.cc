@@ -1,4 +1,4 @@
-// Tests of server/shape_program: keyword arguments written as Python
+// Tests of wire/shape_program: keyword arguments written as Python
 // literals into a native function's shape program.
 #include "wire/shape_program.h"
 
