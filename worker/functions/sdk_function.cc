@@ -65,6 +65,17 @@ absl::Status Malformed(const std::string& fn, absl::string_view what) {
       absl::StrCat("function '", fn, "': ", what));
 }
 
+// `item` (a keyword argument's or state slot's name) is an identifier not
+// in `seen`; adds it.
+absl::Status CheckNewName(const std::string& fn, const char* kind,
+                          const std::string& item,
+                          std::set<std::string>& seen) {
+  if (IsIdentifier(item) && seen.insert(item).second) return absl::OkStatus();
+  return Malformed(fn, absl::StrCat(kind, " '", item,
+                                    "' is not an identifier or is declared "
+                                    "twice"));
+}
+
 }  // namespace
 
 absl::StatusOr<Signature> SignatureOf(const sdk::Function& fn) {
@@ -82,11 +93,8 @@ absl::StatusOr<Signature> SignatureOf(const sdk::Function& fn) {
   Signature sig(name, fn.arity(), fn.num_outputs());
   std::set<std::string> kwarg_names;
   for (const sdk::KwargDecl& k : fn.kwargs()) {
-    if (!IsIdentifier(k.name) || !kwarg_names.insert(k.name).second) {
-      return Malformed(name, absl::StrCat("keyword argument '", k.name,
-                                          "' is not an identifier or is "
-                                          "declared twice"));
-    }
+    SHARD_RETURN_IF_ERROR(
+        CheckNewName(name, "keyword argument", k.name, kwarg_names));
     if (!KnownKwargType(k.type)) {
       return Malformed(name, absl::StrCat("keyword argument '", k.name,
                                           "' has unknown type '", k.type, "'"));
@@ -122,11 +130,7 @@ absl::StatusOr<Signature> SignatureOf(const sdk::Function& fn) {
   if (fn.same_dtype()) sig.SameDType();
   std::set<std::string> slots;
   for (const sdk::StateDecl& s : fn.states()) {
-    if (!IsIdentifier(s.name) || !slots.insert(s.name).second) {
-      return Malformed(name, absl::StrCat("state slot '", s.name,
-                                          "' is not an identifier or is "
-                                          "declared twice"));
-    }
+    SHARD_RETURN_IF_ERROR(CheckNewName(name, "state slot", s.name, slots));
     sig.State(s.name, s.write, s.doc);
   }
   SHARD_RETURN_IF_ERROR(
