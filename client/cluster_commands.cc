@@ -1,9 +1,11 @@
 // shardctl up, status and functions.
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/commands.h"
 #include "client/exit_codes.h"
 #include "client/local_cluster.h"
@@ -119,13 +121,30 @@ int FunctionsCommand(const QueryFlags& f) {
                       {"kwargs", kwargs},
                       {"doc", fn.doc()}});
       if (!fn.program().empty()) list.back()["program"] = fn.program();
+      if (!fn.origin().empty()) list.back()["origin"] = fn.origin();
+      if (fn.workers_size() > 0) {
+        list.back()["workers"] =
+            std::vector<std::string>(fn.workers().begin(), fn.workers().end());
+      }
     }
     std::cout << nlohmann::json{{"functions", list}}.dump() << std::endl;
     return kExitOk;
   }
+  std::map<std::string, int> variants;  // a name the workers disagree on
+  for (const auto& fn : *functions) ++variants[fn.name()];
   for (const auto& fn : *functions) {
     if (fn.program().empty()) {
-      std::cout << absl::StrFormat("%-36s %s\n", SignatureText(fn), fn.doc());
+      // Plugins say where they come from; built-ins are the default.
+      std::string origin;
+      if (!fn.origin().empty() && fn.origin() != "builtin") {
+        origin = absl::StrCat("  [", fn.origin(), "]");
+      }
+      if (variants[fn.name()] > 1) {
+        absl::StrAppend(&origin, "  (on ", absl::StrJoin(fn.workers(), ", "),
+                        ")");
+      }
+      std::cout << absl::StrFormat("%-36s %s%s\n", SignatureText(fn), fn.doc(),
+                                   origin);
       continue;
     }
     // A registered program: its parameters and its source's first line.

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_util.h"
 #include "rpc/trace_context.h"
+#include "server/function_availability.h"
 #include "server/planner.h"
 #include "server/state_reshard.h"
 #include "server/tree_job.h"
@@ -179,6 +180,11 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
   }
   SHARD_ASSIGN_OR_RETURN(const std::vector<WorkerPool::Worker> workers,
                          pool_->Acquire(plan.mesh.num_devices()));
+  if (plan.function.program().empty()) {
+    // Plugins: every worker of the mesh must have the function, the same.
+    SHARD_RETURN_IF_ERROR(
+        CheckFunctionOnWorkers(plan.function.name(), workers));
+  }
 
   uint64_t data_hash = 0;  // only a call with a key needs it
   SHARD_ASSIGN_OR_RETURN(

@@ -5,9 +5,9 @@
 #include "program/dtypes.h"
 #include "server/plan_report.h"
 #include "server/planner.h"
-#include "server/shape_program.h"
 #include "server/state_reshard.h"
 #include "server/tree_job.h"
+#include "wire/shape_program.h"
 #include "wire/signature.h"
 
 namespace shardmap {

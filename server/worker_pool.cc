@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/function_availability.h"
 
 namespace shardmap {
 namespace {
@@ -85,11 +86,17 @@ absl::StatusOr<std::string> WorkerPool::Register(
       ++it;
     }
   }
+  auto offered =
+      std::make_shared<std::map<std::string, v1::FunctionSignature>>();
+  for (const auto& f : functions) {
+    functions_[f.name()] = f;
+    (*offered)[f.name()] = f;
+  }
   const uint64_t seq = next_seq_++;
-  Worker w{absl::StrCat("w", seq), address, incarnation, options_.clock(),
-           rank};
+  Worker w{absl::StrCat("w", seq), address, incarnation,
+           options_.clock(),       rank,    false,
+           std::move(offered)};
   workers_[seq] = w;
-  for (const auto& f : functions) functions_[f.name()] = f;
   spdlog::info("worker {} joined from {}{}", w.id, address,
                rank.has_value() ? absl::StrCat(" as rank ", *rank) : "");
   return w.id;
@@ -203,6 +210,8 @@ absl::StatusOr<v1::FunctionSignature> WorkerPool::FindFunction(
 }
 
 std::vector<v1::FunctionSignature> WorkerPool::Functions() const {
+  std::vector<v1::FunctionSignature> live = FunctionsOfWorkers(LiveWorkers());
+  if (!live.empty()) return live;
   absl::MutexLock lock(&mu_);
   std::vector<v1::FunctionSignature> out;
   for (const auto& [n, f] : functions_) out.push_back(f);

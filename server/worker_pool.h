@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,9 @@ class WorkerPool {
     // Said so in a heartbeat (SIGTERM): live for the jobs it runs, but
     // never placed in a new one.
     bool draining = false;
+    // The functions it registered, by name (server/function_availability.h).
+    std::shared_ptr<const std::map<std::string, v1::FunctionSignature>>
+        functions;
   };
 
   explicit WorkerPool(Options options) : options_(std::move(options)) {}
@@ -84,6 +88,8 @@ class WorkerPool {
   // NOT_FOUND listing the known functions.
   absl::StatusOr<v1::FunctionSignature> FindFunction(
       const std::string& name) const;
+  // The live workers' functions (FunctionsOfWorkers); while none is live,
+  // those any worker registered.
   std::vector<v1::FunctionSignature> Functions() const;
 
   absl::Duration heartbeat_interval() const {

@@ -29,7 +29,9 @@ bool IsIntPairs(const nlohmann::json& v) {
   return true;
 }
 
-bool HasType(const nlohmann::json& v, const std::string& type) {
+}  // namespace
+
+bool KwargHasType(const nlohmann::json& v, const std::string& type) {
   if (type == "number") return v.is_number();
   if (type == "integer") return v.is_number_integer();
   if (type == "boolean") return v.is_boolean();
@@ -45,6 +47,8 @@ bool HasType(const nlohmann::json& v, const std::string& type) {
   }
   return true;  // "any" or unspecified
 }
+
+namespace {
 
 std::string TypeDescription(const std::string& type) {
   if (type == "axes") return "an axis name or a list of axis names";
@@ -122,7 +126,7 @@ absl::StatusOr<nlohmann::json> CheckCall(const v1::FunctionSignature& sig,
               ? "; it takes none"
               : absl::StrCat("; it takes ", absl::StrJoin(known, ", "))));
     }
-    if (!HasType(value, spec->type())) {
+    if (!KwargHasType(value, spec->type())) {
       return absl::InvalidArgumentError(absl::StrCat(
           fn, ": keyword argument '", key, "' must be ",
           TypeDescription(spec->type()), ", got ", Truncate(value.dump())));

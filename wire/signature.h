@@ -28,6 +28,11 @@ absl::StatusOr<nlohmann::json> CheckCall(const v1::FunctionSignature& sig,
                                          const std::vector<DType>& arg_dtypes,
                                          const nlohmann::json& kwargs);
 
+// Whether `value` is a keyword argument value of `type` ("number",
+// "integer", "boolean", "axes", "int_pairs", "int_or_int_list_or_null";
+// any other type accepts everything).
+bool KwargHasType(const nlohmann::json& value, const std::string& type);
+
 // "matmul(a, b)", "scale(x; alpha)" - for listings and messages.
 std::string SignatureText(const v1::FunctionSignature& sig);
 

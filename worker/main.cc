@@ -10,6 +10,7 @@
 #include "ops/serving.h"
 #include "ops/signals.h"
 #include "rpc/credentials.h"
+#include "worker/plugin_loader.h"
 #include "worker/rank.h"
 #include "worker/worker.h"
 
@@ -49,6 +50,11 @@ int main(int argc, char** argv) {
   app.add_flag("--test-functions", test_functions,
                "also register spin and fail_on (psum with an injected fault), "
                "for fault tests");
+  std::vector<std::string> plugins;
+  app.add_option("--plugin", plugins,
+                 "load this plugin library (built against the SDK, "
+                 "docs/PLUGINS.md) at start; repeatable; also "
+                 "$SHARDMAP_PLUGINS, paths separated by ':'");
   std::optional<int64_t> rank_flag;
   bool rank_from_hostname = false;
   app.add_option("--rank", rank_flag,
@@ -95,6 +101,7 @@ int main(int argc, char** argv) {
   options.memory_budget = memory_budget;
   options.state_dir = state_dir;
   options.test_functions = test_functions;
+  options.plugins = PluginPaths(plugins, std::getenv("SHARDMAP_PLUGINS"));
   options.rank = *rank;
   options.shm = !no_shm;
   options.grace_seconds = ops.grace_seconds;

@@ -6,6 +6,7 @@
 #include "core/status_util.h"
 #include "program/dtypes.h"
 #include "program/evaluator.h"
+#include "wire/shape_program.h"
 #include "wire/signature.h"
 #include "worker/program_collectives.h"
 
@@ -40,6 +41,17 @@ absl::StatusOr<std::vector<Tensor>> ShardExecutor::Run(
   ctx.comm = comm;
   ctx.states = states;
   if (call.cancelled) ctx.cancelled = call.cancelled;
+  ctx.reserve = call.reserve;
+  // A plugin is checked against its shape program: kept before the kernel
+  // may consume its arguments.
+  const bool check_shapes = def->signature.origin() != kBuiltinOrigin &&
+                            !def->signature.shape_program().empty();
+  std::vector<program::ArgType> arg_types;
+  if (check_shapes) {
+    for (const Tensor& t : call.args) {
+      arg_types.push_back({program::ElemOf(t.dtype()), t.shape(), {}});
+    }
+  }
   absl::StatusOr<std::vector<Tensor>> outputs;
   try {
     outputs = def->kernel(ctx, call.args, resolved);
@@ -55,7 +67,50 @@ absl::StatusOr<std::vector<Tensor>> ShardExecutor::Run(
         absl::StrCat(call.function, " returned ", outputs->size(),
                      " outputs, but declares ", def->signature.num_outputs()));
   }
+  if (check_shapes) {
+    SHARD_RETURN_IF_ERROR(CheckPluginOutputs(def->signature, call, arg_types,
+                                             resolved, *outputs));
+  }
   return outputs;
+}
+
+absl::Status ShardExecutor::CheckPluginOutputs(
+    const v1::FunctionSignature& sig, const ShardCall& call,
+    const std::vector<program::ArgType>& args, const nlohmann::json& kwargs,
+    const std::vector<Tensor>& outputs) const {
+  const std::string& fn = sig.name();
+  absl::StatusOr<std::string> source =
+      RenderShapeProgram(sig.shape_program(), kwargs);
+  absl::StatusOr<std::shared_ptr<const program::Program>> checked =
+      source.ok() ? [&]() {
+        program::CheckOptions options;
+        options.check_vma = false;
+        return programs_->Check(*source, call.mesh, args, options);
+      }()
+                  : source.status();
+  if (!checked.ok()) {
+    return absl::InternalError(
+        absl::StrCat(fn, ": its shape program '", sig.shape_program(),
+                     "' does not check: ", checked.status().message()));
+  }
+  const program::Program& p = **checked;
+  if (p.outputs.size() != outputs.size()) {
+    return absl::InternalError(absl::StrCat(
+        fn, " returned ", outputs.size(), " outputs, but its shape program '",
+        sig.shape_program(), "' gives ", p.outputs.size()));
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const program::ValueType& want = p.instrs[p.outputs[i]].type;
+    const DType dtype = program::StorageOf(want.elem);
+    if (outputs[i].dtype() != dtype || outputs[i].shape() != want.shape) {
+      return absl::InternalError(absl::StrCat(
+          fn, " returned output ", i, " as ",
+          ShapeString(outputs[i].dtype(), outputs[i].shape()), " on device ",
+          call.device_id, ", but its shape program '", sig.shape_program(),
+          "' gives ", ShapeString(dtype, want.shape)));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<Tensor>> ShardExecutor::RunProgram(

@@ -33,6 +33,8 @@ struct ShardCall {
   std::string kwargs_json;
   // Handed to the kernel as CallContext::cancelled; null = never.
   std::function<bool()> cancelled;
+  // Handed to the kernel as CallContext::reserve; null = no budget.
+  std::function<absl::StatusOr<std::shared_ptr<void>>(uint64_t bytes)> reserve;
 };
 
 class ShardExecutor {
@@ -43,7 +45,9 @@ class ShardExecutor {
 
   // Errors: NOT_FOUND (unknown function), INVALID_ARGUMENT (the call does
   // not fit the signature, the kernel rejects the shapes, or the program
-  // does not check), and whatever the kernel or the program returns. The device
+  // does not check), INTERNAL (a kernel that throws, or a plugin's output
+  // that differs from its shape program's), and whatever the kernel or the
+  // program returns. The device
   // id is in every message. `comm` gives the kernel its collectives; null for a
   // job without peers. `states` holds the function's state slots (see
   // CallContext).
@@ -54,6 +58,13 @@ class ShardExecutor {
  private:
   absl::StatusOr<std::vector<Tensor>> RunProgram(ShardCall call,
                                                  Communicator* comm) const;
+  // A plugin's outputs against its shape program run on the arguments'
+  // block types: INTERNAL naming the function and the output that differs.
+  absl::Status CheckPluginOutputs(const v1::FunctionSignature& sig,
+                                  const ShardCall& call,
+                                  const std::vector<program::ArgType>& args,
+                                  const nlohmann::json& kwargs,
+                                  const std::vector<Tensor>& outputs) const;
 
   const FunctionRegistry* const registry_;  // Not owned.
   const std::unique_ptr<program::ProgramCache> programs_;

@@ -98,6 +98,18 @@ absl::Status ShardJob::Run() {
   const std::string& job_id = header.job_id();
   const int64_t device = received_.call.device_id;
   received_.call.cancelled = [stream = stream_] { return stream->cancelled(); };
+  if (MemoryBudget* budget = services_.budget; budget != nullptr) {
+    // A kernel's scratch memory (the SDK's Context::Allocate).
+    received_.call.reserve =
+        [budget, job_id,
+         device](uint64_t bytes) -> absl::StatusOr<std::shared_ptr<void>> {
+      SHARD_ASSIGN_OR_RETURN(
+          MemoryBudget::Reservation r,
+          budget->Reserve(bytes, absl::StrCat("job ", job_id, " device ",
+                                              device, "'s scratch memory")));
+      return std::make_shared<MemoryBudget::Reservation>(std::move(r));
+    };
+  }
   // A job planned for an earlier process at this address is not ours.
   SHARD_RETURN_IF_ERROR(CheckIncarnation());
   const Mesh mesh = received_.call.mesh;

@@ -7,12 +7,14 @@
 #include "ops/server_ops.h"
 #include "ops/serving.h"
 #include "rpc/channel_cache.h"
+#include "rpc/credentials.h"
 #include "rpc/drain_gate.h"
 #include "worker/coordinator_link.h"
 #include "worker/functions/function_registry.h"
 #include "worker/job_sequencer.h"
 #include "worker/memory_budget.h"
 #include "worker/metrics/worker_metrics.h"
+#include "worker/plugin_loader.h"
 #include "worker/shard_executor.h"
 #include "worker/shm_network.h"
 #include "worker/store/held_blocks.h"
@@ -99,6 +101,10 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(const Options& options) {
   const uint64_t incarnation =
       options.incarnation != 0 ? options.incarnation : NewIncarnation();
   w->jobs_ = std::make_unique<Jobs>(options);
+  if (absl::Status s = LoadPlugins(options.plugins, w->jobs_->registry);
+      !s.ok()) {
+    return WithExitCode(s, kExitConfig);
+  }
   ResidentStore& store = w->jobs_->store;
   if (auto loaded = store.LoadDirectory(); !loaded.ok()) {
     return WithExitCode(loaded.status(), kExitDataErr);

@@ -43,6 +43,8 @@ class Worker {
     uint64_t memory_budget = 0;   // bytes; 0: no limit
     std::string state_dir;        // empty: resident blocks only in memory
     bool test_functions = false;  // also spin and fail_on
+    // Plugin libraries to load at start (--plugin, $SHARDMAP_PLUGINS).
+    std::vector<std::string> plugins;
     std::optional<int64_t> rank;  // resolved (worker/rank.h)
     bool shm = true;              // false: --no-shm
     // This process's start as peers know it; 0: a random one.
@@ -52,8 +54,9 @@ class Worker {
 
   // Builds every object, loads --state-dir, starts serving and registering.
   // Errors carry the exit code of the binary (ops/serving.h): the state
-  // directory's (kExitDataErr), the metrics endpoint's, UNAVAILABLE
-  // "cannot listen on ..." or the health port's, the link's (kExitUsage).
+  // directory's (kExitDataErr), a plugin's (kExitConfig), the metrics
+  // endpoint's, UNAVAILABLE "cannot listen on ..." or the health port's, the
+  // link's (kExitUsage).
   static absl::StatusOr<std::unique_ptr<Worker>> Create(const Options& options);
   // Kill unless Drain ran, then destroys the graph in order.
   ~Worker();

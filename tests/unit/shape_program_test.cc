@@ -1,6 +1,6 @@
-// Tests of server/shape_program: keyword arguments written as Python
+// Tests of wire/shape_program: keyword arguments written as Python
 // literals into a native function's shape program.
-#include "server/shape_program.h"
+#include "wire/shape_program.h"
 
 #include <gtest/gtest.h>
 

@@ -18,13 +18,17 @@ void MustRegister(FunctionRegistry& registry, const Signature& signature,
 }
 
 absl::Status FunctionRegistry::Register(const Signature& signature,
-                                        Kernel kernel) {
+                                        Kernel kernel,
+                                        const std::string& origin) {
   const std::string& name = signature.proto().name();
-  if (functions_.count(name) > 0) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("function '", name, "' is already registered"));
+  if (auto it = functions_.find(name); it != functions_.end()) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "function '", name, "' (", origin, ") is already registered (",
+        it->second.signature.origin(), ")"));
   }
-  functions_[name] = FunctionDef{signature.proto(), std::move(kernel)};
+  FunctionDef def{signature.proto(), std::move(kernel)};
+  def.signature.set_origin(origin);
+  functions_[name] = std::move(def);
   return absl::OkStatus();
 }
 

@@ -9,6 +9,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -42,6 +43,10 @@ struct CallContext {
   // deadline passed, or the coordinator went away). A kernel that computes
   // for long polls it and stops with CANCELLED.
   std::function<bool()> cancelled = [] { return false; };
+  // Reserves `bytes` of the worker's --memory-budget for scratch memory
+  // (the SDK's Context::Allocate) until the returned token is destroyed;
+  // RESOURCE_EXHAUSTED over the limit. Null: no budget.
+  std::function<absl::StatusOr<std::shared_ptr<void>>(uint64_t bytes)> reserve;
 };
 
 // A kernel gets its blocks (it may consume them) and the keyword arguments
@@ -52,14 +57,19 @@ using Kernel = std::function<absl::StatusOr<std::vector<Tensor>>(
     const nlohmann::json& kwargs)>;
 
 struct FunctionDef {
-  v1::FunctionSignature signature;
+  v1::FunctionSignature signature;  // origin set
   Kernel kernel;
 };
 
+// FunctionSignature.origin of the functions compiled into the worker.
+inline constexpr char kBuiltinOrigin[] = "builtin";
+
 class FunctionRegistry {
  public:
-  // ALREADY_EXISTS if the name is taken.
-  absl::Status Register(const Signature& signature, Kernel kernel);
+  // ALREADY_EXISTS naming both origins if the name is taken. `origin`
+  // becomes the signature's origin ("builtin", "plugin <path>").
+  absl::Status Register(const Signature& signature, Kernel kernel,
+                        const std::string& origin = kBuiltinOrigin);
   // NOT_FOUND listing the registered names.
   absl::StatusOr<const FunctionDef*> Find(const std::string& name) const;
   std::vector<v1::FunctionSignature> Signatures() const;

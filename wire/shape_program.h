@@ -4,8 +4,8 @@
 // give the function's output shapes, dtypes and costs without running it.
 //
 // Pure functions; thread-safe.
-#ifndef SHARDMAP_SERVER_SHAPE_PROGRAM_H_
-#define SHARDMAP_SERVER_SHAPE_PROGRAM_H_
+#ifndef SHARDMAP_WIRE_SHAPE_PROGRAM_H_
+#define SHARDMAP_WIRE_SHAPE_PROGRAM_H_
 
 #include <nlohmann/json.hpp>
 #include <string>
@@ -26,4 +26,4 @@ absl::StatusOr<std::string> RenderShapeProgram(absl::string_view source,
 
 }  // namespace shardmap
 
-#endif  // SHARDMAP_SERVER_SHAPE_PROGRAM_H_
+#endif  // SHARDMAP_WIRE_SHAPE_PROGRAM_H_

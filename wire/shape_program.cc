@@ -1,4 +1,4 @@
-#include "server/shape_program.h"
+#include "wire/shape_program.h"
 
 #include "absl/strings/str_cat.h"
 
