@@ -2,6 +2,8 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -55,6 +57,22 @@ absl::Status ValidateTreeFilter(absl::string_view filter,
         absl::StrCat("malformed rule \"", Truncate(rule),
                      "\": empty filter before '=' (use \"*\" to match every "
                      "path)"));
+  }
+  // Globs are matched by backtracking, and rules reach the coordinator
+  // from clients: bound what one match can cost.
+  constexpr size_t kMaxFilterBytes = 256;
+  constexpr size_t kMaxWildcards = 8;
+  if (filter.size() > kMaxFilterBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed rule \"", Truncate(rule), "\": filter is ",
+                     filter.size(), " bytes, over ", kMaxFilterBytes));
+  }
+  const size_t wildcards = std::count(filter.begin(), filter.end(), '*') +
+                           std::count(filter.begin(), filter.end(), '?');
+  if (wildcards > kMaxWildcards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("malformed rule \"", Truncate(rule), "\": filter has ",
+                     wildcards, " wildcards, over ", kMaxWildcards));
   }
   absl::string_view body = filter;
   absl::ConsumePrefix(&body, "/");

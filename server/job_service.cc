@@ -194,20 +194,6 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
       std::vector<JobOutput> outputs,
       runner_->Run(job_id, plan, std::move(inputs), workers, call.deadline,
                    [stream] { return stream->cancelled(); }));
-  if (!reshards.empty()) {
-    SHARD_RETURN_IF_ERROR(RunStateReshards(
-        job_id, reshards, plan,
-        [this](const std::string& name) {
-          v1::JobSpec identity;
-          identity.set_function(name);
-          return options_.catalog != nullptr
-                     ? options_.catalog->Resolve(identity)
-                     : pool_->FindFunction(name);
-        },
-        index_, runner_, workers, call.deadline,
-        [stream] { return stream->cancelled(); }));
-  }
-  held.reset();
 
   v1::JobResult result;
   result.set_job_id(job_id);
@@ -232,6 +218,24 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
     outcome->data_hash = data_hash;
     claim->Finish(std::move(outcome));
   }
+  // States stored back in their --state-out-spec sharding, still under the
+  // job's locks. The job itself is committed and its call recorded above,
+  // so a retry after a failure here gets that answer instead of applying
+  // the step twice; the error says the state keeps the job's sharding.
+  if (!reshards.empty()) {
+    SHARD_RETURN_IF_ERROR(RunStateReshards(
+        job_id, reshards, plan,
+        [this](const std::string& name) {
+          v1::JobSpec identity;
+          identity.set_function(name);
+          return options_.catalog != nullptr
+                     ? options_.catalog->Resolve(identity)
+                     : pool_->FindFunction(name);
+        },
+        index_, runner_, workers, call.deadline,
+        [stream] { return stream->cancelled(); }));
+  }
+  held.reset();
   return SendResult(result, returned, stream);
 }
 

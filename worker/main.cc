@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
   if (!worker.ok()) return ReportStartupError(worker.status());
   PrintServingLines(
       std::cout, "shardmap-worker",
-      ListeningAddress(listen, (*worker)->address()),
+      ListeningAddress(listen, (*worker)->bound_address()),
       ListeningAddress(ops.health_listen, (*worker)->health_address()),
       (*worker)->metrics_address());
   (*worker)->Drain(WaitForTerminationSignal());

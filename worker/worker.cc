@@ -177,6 +177,8 @@ Worker::~Worker() {
   jobs_.reset();
 }
 
+std::string Worker::bound_address() const { return serving_->address(); }
+
 std::string Worker::health_address() const {
   return serving_ ? serving_->health_address() : std::string();
 }

@@ -64,6 +64,9 @@ class Worker {
   // The advertised address, the health port's and the metrics endpoint's
   // ("" if none).
   const std::string& address() const { return address_; }
+  // The address the gRPC port is bound to (differs from address() under
+  // --advertise).
+  std::string bound_address() const;
   std::string health_address() const;
   std::string metrics_address() const;
   ResidentStore& store();

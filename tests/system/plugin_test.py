@@ -68,10 +68,13 @@ class PluginTest(unittest.TestCase):
         cls.good = test_plugin("test_plugin_good")
         # Four workers with both plugins, then one with none (device 4 of a
         # 5-device mesh: workers are placed in registration order).
+        # Each waited for before the next starts: a worker prints its
+        # address before it has registered.
         cls.cluster = ProcessCluster(0)
-        for _ in range(4):
+        for i in range(4):
             cls.cluster.add_worker("--plugin", cls.layernorm,
                                    "--plugin", cls.good)
+            cls.cluster.wait_for_workers(i + 1)
         cls.cluster.add_worker()
         cls.cluster.wait_for_workers(5)
         cls.count = 0

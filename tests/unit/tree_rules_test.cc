@@ -88,6 +88,12 @@ TEST(TreeRulesParseTest, Errors) {
   EXPECT_TRUE(StatusIs(StatusOf(ParseTreeRule("/=P()")),
                        absl::StatusCode::kInvalidArgument,
                        {"empty path component"}));
+  EXPECT_TRUE(StatusIs(StatusOf(ParseTreeRule(std::string(300, 'a') + "=P()")),
+                       absl::StatusCode::kInvalidArgument,
+                       {"filter is 300 bytes, over 256"}));
+  EXPECT_TRUE(StatusIs(StatusOf(ParseTreeRule("*a*a*a*a*a*a*a*a*b=P()")),
+                       absl::StatusCode::kInvalidArgument,
+                       {"filter has 9 wildcards, over 8"}));
   EXPECT_TRUE(StatusIs(StatusOf(ParseTreeRule("k=P('x'")),
                        absl::StatusCode::kInvalidArgument,
                        {"rule \"k=P('x'\"", "malformed PartitionSpec"}));
