@@ -500,10 +500,19 @@ class DockerfileTest(unittest.TestCase):
     def test_stages(self):
         stages = dockerfile_stages()
         self.assertGreaterEqual(len(stages), 2)
-        for image, _ in stages:
+        with open(DOCKERFILE) as f:
+            names = re.findall(r"^FROM\s+\S+\s+AS\s+(\S+)", f.read(),
+                               re.M | re.I)
+        for i, (image, _) in enumerate(stages):
+            if image in names[:i]:
+                continue  # an earlier stage (the plugin SDK is FROM build)
             # Fully qualified: no registry search list needed (podman).
             self.assertRegex(image,
                              r"^docker\.io/library/debian:bookworm(-slim)?$")
+        # The plugin SDK stage installs the SDK users build plugins against.
+        self.assertIn("sdk", names)
+        sdk = " ".join(stages[names.index("sdk")][1])
+        self.assertIn("cmake --install", sdk)
         build = " ".join(stages[0][1])
         for b in BINARIES:
             self.assertIn(b, build)
