@@ -73,7 +73,9 @@ std::vector<v1::FunctionSignature> FunctionsOfWorkers(
   std::vector<v1::FunctionSignature> out;
   for (const WorkerPool::Worker& w : workers) {
     if (w.functions == nullptr) continue;
-    for (const auto& [name, sig] : *w.functions) {
+    for (const auto& entry : *w.functions) {
+      const std::string& name = entry.first;
+      const v1::FunctionSignature& sig = entry.second;
       auto same = std::find_if(out.begin(), out.end(), [&](const auto& o) {
         return o.name() == name && SameSignature(o, sig);
       });
