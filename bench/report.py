@@ -373,6 +373,24 @@ def programs(t, out):
         "vectorized exp/tanh/logistic; the hand loop calls libm per element).\n")
 
 
+def builtins(t, out):
+    """builtin_bench: the built-in kernels through ShardExecutor::Run."""
+    keys = sorted(k for k in t.keys() if k[0] == "builtin")
+    if not keys:
+        return
+    out.append("### Built-in functions through the worker's call path "
+               "(one thread)\n")
+    out.append("| function | input | median µs | min–max µs |")
+    out.append("|---|---|---|---|")
+    for key in keys:
+        mine = field(t.get(*key), "median_us")
+        out.append(f"| {key[1]} | {size_text(key[3])} | {num(med(mine))} | "
+                   f"{span(mine)} |")
+    out.append("\nShardExecutor::Run (lookup, signature check, the SDK "
+               "kernel) on one block; arguments copied in outside the "
+               "timing.\n")
+
+
 def python_client(t, out):
     """The Python client against the C++ client, same repetition."""
     rows = []
@@ -423,6 +441,7 @@ def main():
     end_to_end(t, out)
     python_client(t, out)
     programs(t, out)
+    builtins(t, out)
     memory(t, out)
     if fails:
         out.append("### Failed steps\n")

@@ -3,7 +3,9 @@
 # bare gRPC stream, measured in the same run, interleaved (shardmap, then
 # its references, then shardmap again ...), on loopback only; and
 # expression programs (issue 13) against the same computation written
-# natively (program_bench: a fused elementwise chain, an MLP body).
+# natively (program_bench: a fused elementwise chain, an MLP body); and the
+# built-in functions' kernels through the worker's call path (builtin_bench:
+# add, mul, scale, relu, sum, matmul at sizes where compute shows).
 #
 #   bash bench/run.sh            # full: every size, 5 repetitions (~6 min)
 #   bash bench/run.sh --quick    # fewer sizes and iterations, 3 repetitions
@@ -136,7 +138,7 @@ say "building (log: $OUT/logs/build.log)"
     timeout 600 cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   fi
   timeout 3600 cmake --build "$BUILD" -j"$(nproc)" --target \
-    collective_bench job_bench grpc_stream_bench tuned_stream_bench psum_bench program_bench \
+    collective_bench job_bench grpc_stream_bench tuned_stream_bench psum_bench program_bench builtin_bench \
     shardmap-coordinator shardmap-worker shardctl python_client
 } >"$OUT/logs/build.log" 2>&1 || {
   tail -30 "$OUT/logs/build.log" >&2
@@ -281,6 +283,7 @@ for ((rep = 1; rep <= REPEATS; rep++)); do
     --bin-dir "$BIN" "${PYTHON_ARGS[@]}"
   say "rep $rep/$REPEATS: expression programs vs native code"
   step "$rep" "programs" "$STEP_TIMEOUT" "$BIN/program_bench" "${PROGRAM_ARGS[@]}"
+  step "$rep" "builtins" "$STEP_TIMEOUT" "$BIN/builtin_bench" "${PROGRAM_ARGS[@]}"
 done
 
 say "done; report: $OUT/report.md"

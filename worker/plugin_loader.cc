@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "shardmap/plugin.h"
-#include "worker/functions/sdk_function.h"
+#include "worker/functions/function_registry.h"
 
 namespace shardmap {
 namespace {
@@ -68,8 +68,7 @@ absl::Status RegisterPlugin(const std::string& path, const PluginEntry& entry,
   }
   const std::string origin = absl::StrCat("plugin ", path);
   for (sdk::Function& fn : registrar.functions()) {
-    if (absl::Status s = RegisterSdkFunction(registry, std::move(fn), origin);
-        !s.ok()) {
+    if (absl::Status s = registry.Register(std::move(fn), origin); !s.ok()) {
       return Refuse(path, s.message());
     }
   }

@@ -66,6 +66,10 @@ class Context {
   // as an output hands it over without a copy.
   virtual absl::StatusOr<TensorView> Allocate(DType dtype,
                                               std::vector<int64_t> shape) = 0;
+  // As Allocate, but the contents are left as they are (no zero fill): for
+  // an output the function writes entirely, at no extra pass over memory.
+  virtual absl::StatusOr<TensorView> AllocateUninitialized(
+      DType dtype, std::vector<int64_t> shape) = 0;
 
   // This device's block of state slot `slot` (declared with State() in the
   // signature). Update it in place for a slot declared written; the new

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -58,6 +59,34 @@ template <>
 struct ElementType<DType::kInt64> {
   using type = int64_t;
 };
+
+// Calls f(T{}) with T the C++ element type of `dtype` (float for an
+// unknown value) and returns its result: one generic lambda for every
+// dtype.
+template <typename F>
+auto VisitDType(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kFloat64:
+      return f(double{});
+    case DType::kInt32:
+      return f(int32_t{});
+    case DType::kInt64:
+      return f(int64_t{});
+    case DType::kFloat32:
+      break;
+  }
+  return f(float{});
+}
+
+// numpy's tuple form of a shape, for messages: "(8, 4)", "(3,)", "()".
+inline std::string ShapeTuple(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i > 0) s += ", ";
+    s += std::to_string(shape[i]);
+  }
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
 
 class TensorView {
  public:

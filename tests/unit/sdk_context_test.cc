@@ -44,7 +44,7 @@ FunctionRegistry& Registry() {
   static FunctionRegistry* r = [] {
     auto* reg = new FunctionRegistry;
     auto add = [reg](sdk::Function f) {
-      absl::Status s = RegisterSdkFunction(*reg, std::move(f), "plugin test");
+      absl::Status s = reg->Register(std::move(f), "plugin test");
       if (!s.ok()) ADD_FAILURE() << s;
     };
     add(sdk::Function("pass", 1).Kernel([](Context&, const auto& a) -> Result {

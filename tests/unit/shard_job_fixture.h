@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <filesystem>
@@ -150,27 +151,40 @@ class ShardJobTest : public ::testing::Test {
     spdlog::set_level(spdlog::level::off);
     // add_one(x) = x + 1; it logs x[0], so a test sees which jobs ran and
     // in what order.
-    MustRegister(
-        registry_, Signature("add_one", 1),
-        [this](const CallContext&, std::vector<Tensor>& args,
-               const nlohmann::json&) -> absl::StatusOr<std::vector<Tensor>> {
-          std::vector<float> x = Values(args[0]);
-          {
-            absl::MutexLock lock(&mu_);
-            ran_.push_back(x.empty() ? -1 : x[0]);
-          }
-          ++runs_;
-          std::vector<Tensor> out;
-          out.push_back(Floats(PlusOne(x)));
-          return out;
-        });
-    MustRegister(
-        registry_, Signature("refuse", 1),
-        [this](const CallContext&, std::vector<Tensor>&,
-               const nlohmann::json&) -> absl::StatusOr<std::vector<Tensor>> {
-          ++runs_;
-          return absl::FailedPreconditionError("refuse: not today");
-        });
+    // Functions are registered as the SDK declares them (as a plugin's).
+    const absl::Status add_one = registry_.Register(
+        shardmap::sdk::Function("add_one", 1)
+            .Kernel([this](shardmap::sdk::Context& ctx, const auto& args) {
+              return AddOne(ctx, args[0]);
+            }));
+    const absl::Status refuse = registry_.Register(
+        shardmap::sdk::Function("refuse", 1)
+            .Kernel(
+                [this](shardmap::sdk::Context&, const auto&)
+                    -> absl::StatusOr<std::vector<shardmap::sdk::TensorView>> {
+                  ++runs_;
+                  return absl::FailedPreconditionError("refuse: not today");
+                }));
+    EXPECT_TRUE(add_one.ok() && refuse.ok()) << add_one << refuse;
+  }
+
+  // add_one(x) = x + 1 on float32 x; it logs x[0], so a test sees which
+  // jobs ran and in what order.
+  absl::StatusOr<std::vector<shardmap::sdk::TensorView>> AddOne(
+      shardmap::sdk::Context& ctx, const shardmap::sdk::TensorView& in) {
+    const float* v = in.data_as<float>();
+    std::vector<float> x(v, v + in.num_elements());
+    {
+      absl::MutexLock lock(&mu_);
+      ran_.push_back(x.empty() ? -1 : x[0]);
+    }
+    ++runs_;
+    absl::StatusOr<shardmap::sdk::TensorView> out =
+        ctx.Allocate(shardmap::sdk::DType::kFloat32, in.shape());
+    if (!out.ok()) return out.status();
+    const std::vector<float> y = PlusOne(x);
+    std::copy(y.begin(), y.end(), out->data_as<float>());
+    return std::vector<shardmap::sdk::TensorView>{*out};
   }
 
   // The header of a job of `function` over `x` on a one-device mesh.

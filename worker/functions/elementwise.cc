@@ -7,11 +7,13 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/dtype_dispatch.h"
-#include "core/status_util.h"
+#include "worker/functions/kernel_util.h"
 
 namespace shardmap {
+namespace builtin {
 namespace {
+
+using Shape = std::vector<int64_t>;
 
 template <typename T>
 using Vec = Eigen::Array<T, Eigen::Dynamic, 1>;
@@ -40,8 +42,8 @@ std::vector<int64_t> BroadcastStrides(const Shape& shape, int out_rank) {
 // a strided loop, the outer ones advance an odometer (`index`) that keeps
 // the two input offsets in step.
 template <typename U>
-void BroadcastApply(BinaryOp op, const Tensor& x, const Tensor& y,
-                    Tensor& out) {
+void BroadcastApply(BinaryOp op, const TensorView& x, const TensorView& y,
+                    const TensorView& out) {
   const U* xd = x.data_as<U>();
   const U* yd = y.data_as<U>();
   U* od = out.data_as<U>();
@@ -77,7 +79,8 @@ void BroadcastApply(BinaryOp op, const Tensor& x, const Tensor& y,
 // Fast paths over Eigen maps for equal shapes and a one-element operand;
 // the broadcast walk otherwise.
 template <typename U>
-void BinaryTyped(BinaryOp op, const Tensor& x, const Tensor& y, Tensor& out) {
+void BinaryTyped(BinaryOp op, const TensorView& x, const TensorView& y,
+                 const TensorView& out) {
   const int64_t n = out.num_elements();
   Eigen::Map<Vec<U>> o(out.data_as<U>(), n);
   Eigen::Map<const Vec<U>> a(x.data_as<U>(), x.num_elements());
@@ -103,17 +106,19 @@ void BinaryTyped(BinaryOp op, const Tensor& x, const Tensor& y, Tensor& out) {
   }
 }
 
-absl::StatusOr<Tensor> Binary(absl::string_view fn, BinaryOp op,
-                              const Tensor& x, const Tensor& y) {
+absl::StatusOr<TensorView> Binary(Context& ctx, absl::string_view fn,
+                                  BinaryOp op, const TensorView& x,
+                                  const TensorView& y) {
   if (x.dtype() != y.dtype()) {
     return absl::InvalidArgumentError(
         absl::StrCat(fn, " needs x and y to have one dtype, but x is ",
                      DTypeName(x.dtype()), " and y is ", DTypeName(y.dtype())));
   }
-  SHARD_ASSIGN_OR_RETURN(Shape shape,
-                         BroadcastShapes(fn, x.shape(), y.shape()));
-  SHARD_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(x.dtype(), shape));
-  VisitDType(x.dtype(), [&](auto tag) {
+  BUILTIN_ASSIGN_OR_RETURN(Shape shape,
+                           BroadcastShapes(fn, x.shape(), y.shape()));
+  BUILTIN_ASSIGN_OR_RETURN(TensorView out,
+                           ctx.AllocateUninitialized(x.dtype(), shape));
+  sdk::VisitDType(x.dtype(), [&](auto tag) {
     BinaryTyped<Wrapping<decltype(tag)>>(op, x, y, out);
   });
   return out;
@@ -137,7 +142,8 @@ absl::StatusOr<T> IntegerAlpha(const nlohmann::json& alpha) {
 }
 
 template <typename T>
-absl::StatusOr<Tensor> ScaleTyped(Tensor x, const nlohmann::json& alpha) {
+absl::StatusOr<TensorView> ScaleTyped(Context& ctx, const TensorView& x,
+                                      const nlohmann::json& alpha) {
   const int64_t n = x.num_elements();
   if constexpr (std::is_floating_point_v<T>) {
     Eigen::Map<Vec<T>>(x.data_as<T>(), n) *=
@@ -145,7 +151,7 @@ absl::StatusOr<Tensor> ScaleTyped(Tensor x, const nlohmann::json& alpha) {
     return x;
   } else {
     if (alpha.is_number_integer()) {
-      SHARD_ASSIGN_OR_RETURN(T factor, IntegerAlpha<T>(alpha));
+      BUILTIN_ASSIGN_OR_RETURN(T factor, IntegerAlpha<T>(alpha));
       using U = Wrapping<T>;
       Eigen::Map<Vec<U>>(x.data_as<U>(), n) *= static_cast<U>(factor);
       return x;
@@ -153,7 +159,8 @@ absl::StatusOr<Tensor> ScaleTyped(Tensor x, const nlohmann::json& alpha) {
     // int32 -> float32 and int64 -> float64, as JAX promotes int * float.
     using F = std::conditional_t<sizeof(T) == 4, float, double>;
     const DType dtype = sizeof(T) == 4 ? DType::kFloat32 : DType::kFloat64;
-    SHARD_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(dtype, x.shape()));
+    BUILTIN_ASSIGN_OR_RETURN(TensorView out,
+                             ctx.AllocateUninitialized(dtype, x.shape()));
     Eigen::Map<Vec<F>>(out.data_as<F>(), n) =
         Eigen::Map<const Vec<T>>(x.data_as<T>(), n).template cast<F>() *
         static_cast<F>(alpha.get<double>());
@@ -182,27 +189,30 @@ absl::StatusOr<Shape> BroadcastShapes(absl::string_view fn, const Shape& x,
   return out;
 }
 
-absl::StatusOr<Tensor> Add(const Tensor& x, const Tensor& y) {
-  return Binary("add", BinaryOp::kAdd, x, y);
+absl::StatusOr<TensorView> Add(Context& ctx, const TensorView& x,
+                               const TensorView& y) {
+  return Binary(ctx, "add", BinaryOp::kAdd, x, y);
 }
 
-absl::StatusOr<Tensor> Mul(const Tensor& x, const Tensor& y) {
-  return Binary("mul", BinaryOp::kMul, x, y);
+absl::StatusOr<TensorView> Mul(Context& ctx, const TensorView& x,
+                               const TensorView& y) {
+  return Binary(ctx, "mul", BinaryOp::kMul, x, y);
 }
 
-absl::StatusOr<Tensor> Scale(Tensor x, const nlohmann::json& alpha) {
+absl::StatusOr<TensorView> Scale(Context& ctx, const TensorView& x,
+                                 const nlohmann::json& alpha) {
   if (!alpha.is_number()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "scale: keyword argument 'alpha' must be a JSON number, got ",
         alpha.dump()));
   }
-  return VisitDType(x.dtype(), [&](auto tag) {
-    return ScaleTyped<decltype(tag)>(std::move(x), alpha);
+  return sdk::VisitDType(x.dtype(), [&](auto tag) {
+    return ScaleTyped<decltype(tag)>(ctx, x, alpha);
   });
 }
 
-Tensor Relu(Tensor x) {
-  VisitDType(x.dtype(), [&](auto tag) {
+TensorView Relu(const TensorView& x) {
+  sdk::VisitDType(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
     // `x <= 0` is false for NaN, so NaN passes through as in jax.nn.relu;
     // -0.0 becomes +0.0 as in np.maximum(-0.0, 0).
@@ -212,4 +222,5 @@ Tensor Relu(Tensor x) {
   return x;
 }
 
+}  // namespace builtin
 }  // namespace shardmap

@@ -1,25 +1,22 @@
 #include "worker/functions/function_registry.h"
 
-#include <cstdlib>
-#include <iostream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/status_util.h"
+#include "worker/functions/sdk_function.h"
 
 namespace shardmap {
 
-void MustRegister(FunctionRegistry& registry, const Signature& signature,
-                  Kernel kernel) {
-  if (absl::Status s = registry.Register(signature, std::move(kernel));
-      !s.ok()) {
-    std::cerr << "registering built-in functions: " << s << std::endl;
-    std::abort();
-  }
+absl::Status FunctionRegistry::Register(sdk::Function fn,
+                                        const std::string& origin) {
+  SHARD_ASSIGN_OR_RETURN(Signature sig, SignatureOf(fn));
+  return Add(sig, KernelOf(std::move(fn)), origin);
 }
 
-absl::Status FunctionRegistry::Register(const Signature& signature,
-                                        Kernel kernel,
-                                        const std::string& origin) {
+absl::Status FunctionRegistry::Add(const Signature& signature, Kernel kernel,
+                                   const std::string& origin) {
   const std::string& name = signature.proto().name();
   if (auto it = functions_.find(name); it != functions_.end()) {
     return absl::AlreadyExistsError(absl::StrCat(

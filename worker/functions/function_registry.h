@@ -1,9 +1,11 @@
-// The functions a worker can run, by name: native C++ kernels over Eigen,
-// each with a declared signature so bad calls fail before they run.
+// The functions a worker can run, by name, each with a declared signature
+// so bad calls fail before they run. Every function - built-in or plugin -
+// is declared and written against the public SDK (include/shardmap/) and
+// registered as an sdk::Function; there is no other way in.
 //
 // Registration happens once at start (RegisterBuiltins(registry) from
-// main); after that the registry is read-only and safe to share between
-// threads.
+// main, then the plugins); after that the registry is read-only and safe to
+// share between threads.
 #ifndef SHARDMAP_WORKER_FUNCTION_REGISTRY_H_
 #define SHARDMAP_WORKER_FUNCTION_REGISTRY_H_
 
@@ -18,14 +20,15 @@
 #include "absl/status/statusor.h"
 #include "core/mesh.h"
 #include "core/tensor.h"
+#include "shardmap/function.h"
 #include "wire/signature.h"
 
 namespace shardmap {
 
 class Communicator;
 
-// What a kernel knows about where it runs, and how it reaches the other
-// devices of its job.
+// What the worker tells a call about where it runs, and how it reaches the
+// other devices of its job (the SDK's Context is built over it).
 struct CallContext {
   const Mesh* mesh = nullptr;  // Not owned.
   int64_t device_id = 0;
@@ -49,9 +52,10 @@ struct CallContext {
   std::function<absl::StatusOr<std::shared_ptr<void>>(uint64_t bytes)> reserve;
 };
 
-// A kernel gets its blocks (it may consume them) and the keyword arguments
-// with defaults already filled in and JSON types already checked. It
-// returns INVALID_ARGUMENT naming the argument for shapes it cannot take.
+// How the worker calls a registered function: its blocks (it may consume
+// them) and the keyword arguments with defaults filled in and JSON types
+// checked. Made from the SDK kernel by KernelOf (sdk_function.h), which runs
+// it through an sdk::Context.
 using Kernel = std::function<absl::StatusOr<std::vector<Tensor>>(
     const CallContext& ctx, std::vector<Tensor>& args,
     const nlohmann::json& kwargs)>;
@@ -66,33 +70,36 @@ inline constexpr char kBuiltinOrigin[] = "builtin";
 
 class FunctionRegistry {
  public:
-  // ALREADY_EXISTS naming both origins if the name is taken. `origin`
-  // becomes the signature's origin ("builtin", "plugin <path>").
-  absl::Status Register(const Signature& signature, Kernel kernel,
+  // Registers the function `fn` declares, with `origin` as its signature's
+  // origin ("builtin", "plugin <path>"). INVALID_ARGUMENT for a malformed
+  // declaration (SignatureOf in sdk_function.h); ALREADY_EXISTS naming both
+  // origins if the name is taken.
+  absl::Status Register(sdk::Function fn,
                         const std::string& origin = kBuiltinOrigin);
   // NOT_FOUND listing the registered names.
   absl::StatusOr<const FunctionDef*> Find(const std::string& name) const;
   std::vector<v1::FunctionSignature> Signatures() const;
 
  private:
+  absl::Status Add(const Signature& signature, Kernel kernel,
+                   const std::string& origin);
+
   std::map<std::string, FunctionDef> functions_;
 };
 
-// Registers `kernel` under `signature`, or aborts: a name registered twice
-// is a programming error of the registering code.
-void MustRegister(FunctionRegistry& registry, const Signature& signature,
-                  Kernel kernel);
-
-// Registers identity, add, mul, scale, relu, matmul, sum, and the
-// functions with collectives: psum, pmean, pmax, pmin, all_gather,
+// The built-in functions (builtin_functions.h), registered with origin
+// "builtin"; each aborts on a registration error (a programming error).
+// RegisterBuiltins: identity, add, mul, scale, relu, matmul, sum.
+// RegisterCollectiveBuiltins: psum, pmean, pmax, pmin, all_gather,
 // psum_scatter, ppermute, all_to_all, axis_index, matmul_psum, mlp_tp,
 // global_sum.
 void RegisterBuiltins(FunctionRegistry& registry);
 void RegisterCollectiveBuiltins(FunctionRegistry& registry);
-// Registers the functions with state slots: accumulate, linear_sgd_step.
+// RegisterStateBuiltins: the functions with state slots: accumulate,
+// mul_by_state, linear_sgd_step.
 void RegisterStateBuiltins(FunctionRegistry& registry);
-// Registers spin, fail_on and mismatch_on: psum with an injected fault, for
-// fault tests (shardmap-worker --test-functions).
+// RegisterTestBuiltins: spin, fail_on and mismatch_on, psum with an
+// injected fault, for fault tests (shardmap-worker --test-functions).
 void RegisterTestBuiltins(FunctionRegistry& registry);
 
 }  // namespace shardmap

@@ -1,34 +1,28 @@
-#include "worker/functions/lax_collectives.h"
-
+// jax.lax's collectives as built-in functions of one array (psum, pmean,
+// pmax, pmin, all_gather, psum_scatter, ppermute, all_to_all) and
+// axis_index, written against the public SDK as a plugin's would be.
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "shardmap/sdk.h"
+#include "worker/functions/builtin_functions.h"
+#include "worker/functions/kernel_util.h"
 
 namespace shardmap {
+namespace builtin {
 namespace {
 
 using sdk::Axes;
-using sdk::AxesOf;
-using sdk::Context;
-using sdk::DType;
 using sdk::Function;
-using sdk::TensorView;
-using Result = absl::StatusOr<std::vector<TensorView>>;
 
 // The keyword arguments have been checked against the signature (types,
 // defaults filled in) before a kernel runs.
-Axes AxesArg(const Context& ctx) { return AxesOf(ctx.kwargs().at("axes")); }
 int64_t IntArg(const Context& ctx, const char* name) {
   return ctx.kwargs().at(name).get<int64_t>();
 }
 bool BoolArg(const Context& ctx, const char* name) {
   return ctx.kwargs().at(name).get<bool>();
-}
-
-Result One(absl::StatusOr<TensorView> t) {
-  if (!t.ok()) return t.status();
-  return std::vector<TensorView>{*std::move(t)};
 }
 
 template <absl::StatusOr<TensorView> (Context::*kOp)(const TensorView&,
@@ -74,7 +68,7 @@ Result AxisIndex(Context& ctx, const std::vector<TensorView>&) {
 // coordinator by the rules of `op`.
 Function Collective(const char* name, const char* op) {
   return Function(name, 1)
-      .DTypes({DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64})
+      .DTypes(AllDTypes())
       .Collective(op)
       .Kwarg("axes", "axes", "mesh axis name, or list of names (first major)");
 }
@@ -144,4 +138,5 @@ std::vector<Function> LaxCollectiveFunctions() {
   return f;
 }
 
+}  // namespace builtin
 }  // namespace shardmap

@@ -2,12 +2,13 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/dtype_dispatch.h"
-#include "core/status_util.h"
+#include "worker/functions/kernel_util.h"
 
 namespace shardmap {
+namespace builtin {
 namespace {
 
 template <typename T>
@@ -19,8 +20,8 @@ using RowMajor =
 // the dimensions that were added. C-order data is a row-major matrix, so
 // the maps need no copies.
 template <typename U>
-void MatmulTyped(const Tensor& a, const Tensor& b, int64_t m, int64_t k,
-                 int64_t n, Tensor& out) {
+void MatmulTyped(const TensorView& a, const TensorView& b, int64_t m, int64_t k,
+                 int64_t n, const TensorView& out) {
   Eigen::Map<const RowMajor<U>> lhs(a.data_as<U>(), m, k);
   Eigen::Map<const RowMajor<U>> rhs(b.data_as<U>(), k, n);
   Eigen::Map<RowMajor<U>> result(out.data_as<U>(), m, n);
@@ -28,7 +29,7 @@ void MatmulTyped(const Tensor& a, const Tensor& b, int64_t m, int64_t k,
   if (m > 0 && n > 0 && k > 0) result.noalias() += lhs * rhs;
 }
 
-absl::Status CheckRank(const Tensor& t, const char* name) {
+absl::Status CheckRank(const TensorView& t, const char* name) {
   if (t.rank() == 1 || t.rank() == 2) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "matmul: ", name, " has rank ", t.rank(), " (shape ",
@@ -37,14 +38,15 @@ absl::Status CheckRank(const Tensor& t, const char* name) {
 
 }  // namespace
 
-absl::StatusOr<Tensor> Matmul(const Tensor& a, const Tensor& b) {
+absl::StatusOr<TensorView> Matmul(Context& ctx, const TensorView& a,
+                                  const TensorView& b) {
   if (a.dtype() != b.dtype()) {
     return absl::InvalidArgumentError(
         absl::StrCat("matmul needs a and b to have one dtype, but a is ",
                      DTypeName(a.dtype()), " and b is ", DTypeName(b.dtype())));
   }
-  SHARD_RETURN_IF_ERROR(CheckRank(a, "a"));
-  SHARD_RETURN_IF_ERROR(CheckRank(b, "b"));
+  if (absl::Status s = CheckRank(a, "a"); !s.ok()) return s;
+  if (absl::Status s = CheckRank(b, "b"); !s.ok()) return s;
   const int64_t m = a.rank() == 2 ? a.shape()[0] : 1;
   const int64_t k = a.shape().back();
   const int64_t kb = b.shape()[0];
@@ -55,10 +57,11 @@ absl::StatusOr<Tensor> Matmul(const Tensor& a, const Tensor& b) {
                      ") does not match b (size ", kb, "): shapes ",
                      ShapeTuple(a.shape()), " and ", ShapeTuple(b.shape())));
   }
-  Shape shape;
+  std::vector<int64_t> shape;
   if (a.rank() == 2) shape.push_back(m);
   if (b.rank() == 2) shape.push_back(n);
-  SHARD_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(a.dtype(), shape));
+  BUILTIN_ASSIGN_OR_RETURN(TensorView out,
+                           ctx.AllocateUninitialized(a.dtype(), shape));
   switch (a.dtype()) {
     case DType::kFloat32:
       MatmulTyped<float>(a, b, m, k, n, out);
@@ -76,4 +79,5 @@ absl::StatusOr<Tensor> Matmul(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+}  // namespace builtin
 }  // namespace shardmap

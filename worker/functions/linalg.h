@@ -1,14 +1,16 @@
 // Linear-algebra built-in functions over one block. Results equal
 // jax.numpy's on the same arrays.
 //
-// Pure functions of their inputs: thread-safe.
+// On SDK tensor views; the result comes from ctx.AllocateUninitialized. Not
+// thread-safe beyond the Context (one call, one thread).
 #ifndef SHARDMAP_WORKER_FUNCTIONS_LINALG_H_
 #define SHARDMAP_WORKER_FUNCTIONS_LINALG_H_
 
 #include "absl/status/statusor.h"
-#include "core/tensor.h"
+#include "shardmap/sdk.h"
 
 namespace shardmap {
+namespace builtin {
 
 // a @ b with numpy's rules for operands of rank 1 and 2:
 //   (m, k) @ (k, n) -> (m, n)     (k,) @ (k, n) -> (n,)
@@ -19,8 +21,11 @@ namespace shardmap {
 // contracting dimensions that differ: "matmul: contracting dimension of a
 // (size 3) does not match b (size 4): shapes (2, 3) and (4, 5)".
 // RESOURCE_EXHAUSTED if the result cannot be allocated.
-absl::StatusOr<Tensor> Matmul(const Tensor& a, const Tensor& b);
+absl::StatusOr<sdk::TensorView> Matmul(sdk::Context& ctx,
+                                       const sdk::TensorView& a,
+                                       const sdk::TensorView& b);
 
+}  // namespace builtin
 }  // namespace shardmap
 
 #endif  // SHARDMAP_WORKER_FUNCTIONS_LINALG_H_

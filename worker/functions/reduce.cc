@@ -5,9 +5,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "core/status_util.h"
+#include "worker/functions/kernel_util.h"
 
 namespace shardmap {
+namespace builtin {
 namespace {
 
 // Which axes of a rank-`rank` array `axis` names, as a mask.
@@ -74,11 +75,11 @@ using Acc = typename AccOf<T>::type;
 // Walks x in C order, with an odometer over the outer dimensions that keeps
 // the output offset in step; `out_strides` is 0 along reduced dimensions.
 template <typename T>
-void SumTyped(const Tensor& x, const std::vector<int64_t>& out_strides,
-              Tensor& out) {
+void SumTyped(const TensorView& x, const std::vector<int64_t>& out_strides,
+              const TensorView& out) {
   std::vector<Acc<T>> acc(out.num_elements(), Acc<T>(0));
   const T* xd = x.data_as<T>();
-  const Shape& shape = x.shape();
+  const std::vector<int64_t>& shape = x.shape();
   const int rank = x.rank();
   const int64_t n = x.num_elements();
   if (rank == 0) {
@@ -106,11 +107,11 @@ void SumTyped(const Tensor& x, const std::vector<int64_t>& out_strides,
 
 }  // namespace
 
-absl::StatusOr<Tensor> Sum(const Tensor& x, const nlohmann::json& axis,
-                           bool keepdims) {
+absl::StatusOr<TensorView> Sum(Context& ctx, const TensorView& x,
+                               const nlohmann::json& axis, bool keepdims) {
   const int rank = x.rank();
-  SHARD_ASSIGN_OR_RETURN(std::vector<bool> reduced, ReducedAxes(axis, rank));
-  Shape out_shape;
+  BUILTIN_ASSIGN_OR_RETURN(std::vector<bool> reduced, ReducedAxes(axis, rank));
+  std::vector<int64_t> out_shape;
   for (int d = 0; d < rank; ++d) {
     if (!reduced[d]) {
       out_shape.push_back(x.shape()[d]);
@@ -126,7 +127,8 @@ absl::StatusOr<Tensor> Sum(const Tensor& x, const nlohmann::json& axis,
     out_strides[d] = stride;
     stride *= x.shape()[d];
   }
-  SHARD_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(x.dtype(), out_shape));
+  BUILTIN_ASSIGN_OR_RETURN(TensorView out,
+                           ctx.AllocateUninitialized(x.dtype(), out_shape));
   switch (x.dtype()) {
     case DType::kFloat32:
       SumTyped<float>(x, out_strides, out);
@@ -144,4 +146,5 @@ absl::StatusOr<Tensor> Sum(const Tensor& x, const nlohmann::json& axis,
   return out;
 }
 
+}  // namespace builtin
 }  // namespace shardmap

@@ -123,6 +123,17 @@ absl::StatusOr<sdk::TensorView> WorkerContext::Keep(absl::StatusOr<Tensor> t) {
 
 absl::StatusOr<sdk::TensorView> WorkerContext::Allocate(
     sdk::DType dtype, std::vector<int64_t> shape) {
+  return Make(dtype, std::move(shape), /*zero=*/true);
+}
+
+absl::StatusOr<sdk::TensorView> WorkerContext::AllocateUninitialized(
+    sdk::DType dtype, std::vector<int64_t> shape) {
+  return Make(dtype, std::move(shape), /*zero=*/false);
+}
+
+absl::StatusOr<sdk::TensorView> WorkerContext::Make(sdk::DType dtype,
+                                                    std::vector<int64_t> shape,
+                                                    bool zero) {
   if (!ValidDType(dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("Allocate: unknown dtype ", static_cast<int>(dtype)));
@@ -140,7 +151,10 @@ absl::StatusOr<sdk::TensorView> WorkerContext::Allocate(
     SHARD_ASSIGN_OR_RETURN(std::shared_ptr<void> token, call_.reserve(bytes));
     reservations_.push_back(std::move(token));
   }
-  made_.push_back(std::make_unique<Tensor>(FromSdk(dtype), std::move(shape)));
+  SHARD_ASSIGN_OR_RETURN(Tensor t,
+                         Tensor::Create(FromSdk(dtype), std::move(shape)));
+  if (zero && t.num_bytes() > 0) std::memset(t.data(), 0, t.num_bytes());
+  made_.push_back(std::make_unique<Tensor>(std::move(t)));
   return ViewOf(*made_.back());
 }
 

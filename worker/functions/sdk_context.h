@@ -57,6 +57,8 @@ class WorkerContext final : public sdk::Context {
 
   absl::StatusOr<sdk::TensorView> Allocate(sdk::DType dtype,
                                            std::vector<int64_t> shape) override;
+  absl::StatusOr<sdk::TensorView> AllocateUninitialized(
+      sdk::DType dtype, std::vector<int64_t> shape) override;
   absl::StatusOr<sdk::TensorView> State(const std::string& slot) override;
 
   bool has_collectives() const override { return call_.comm != nullptr; }
@@ -97,6 +99,9 @@ class WorkerContext final : public sdk::Context {
   // against the budget (as for a kernel that calls the communicator).
   absl::StatusOr<sdk::TensorView> Keep(absl::StatusOr<Tensor> t);
   absl::Status NeedComm(const char* op) const;
+  // Allocate and AllocateUninitialized.
+  absl::StatusOr<sdk::TensorView> Make(sdk::DType dtype,
+                                       std::vector<int64_t> shape, bool zero);
 
   const std::string& function_;
   const CallContext& call_;

@@ -1,8 +1,6 @@
 #include "worker/functions/sdk_function.h"
 
 #include <cctype>
-#include <cstdlib>
-#include <iostream>
 #include <set>
 #include <utility>
 #include <vector>
@@ -171,19 +169,6 @@ Kernel KernelOf(sdk::Function fn) {
         }
         return tensors;
       };
-}
-
-absl::Status RegisterSdkFunction(FunctionRegistry& registry, sdk::Function fn,
-                                 const std::string& origin) {
-  SHARD_ASSIGN_OR_RETURN(Signature sig, SignatureOf(fn));
-  return registry.Register(sig, KernelOf(std::move(fn)), origin);
-}
-
-void MustRegisterSdk(FunctionRegistry& registry, sdk::Function fn) {
-  if (absl::Status s = RegisterSdkFunction(registry, std::move(fn)); !s.ok()) {
-    std::cerr << "registering built-in functions: " << s << std::endl;
-    std::abort();
-  }
 }
 
 }  // namespace shardmap

@@ -1,7 +1,7 @@
 // From the SDK's declaration of a function (sdk::Function) to the worker's
 // registry entry: the signature it declares, checked, and a Kernel that runs
-// the SDK kernel through a WorkerContext. Built-in functions and plugins go
-// through the same path.
+// the SDK kernel through a WorkerContext. FunctionRegistry::Register uses
+// both; built-in functions and plugins go through the same path.
 #ifndef SHARDMAP_WORKER_FUNCTIONS_SDK_FUNCTION_H_
 #define SHARDMAP_WORKER_FUNCTIONS_SDK_FUNCTION_H_
 
@@ -25,13 +25,6 @@ absl::StatusOr<Signature> SignatureOf(const sdk::Function& fn);
 // A Kernel running `fn`'s kernel: errors it returns carry the function's
 // name; a C++ exception becomes INTERNAL naming the function.
 Kernel KernelOf(sdk::Function fn);
-
-// SignatureOf, then FunctionRegistry::Register with `origin`.
-absl::Status RegisterSdkFunction(FunctionRegistry& registry, sdk::Function fn,
-                                 const std::string& origin = kBuiltinOrigin);
-
-// RegisterSdkFunction for a built-in, or aborts (a programming error).
-void MustRegisterSdk(FunctionRegistry& registry, sdk::Function fn);
 
 }  // namespace shardmap
 
