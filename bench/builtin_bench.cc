@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/result_reporter.h"
 #include "core/tensor.h"
 #include "worker/functions/function_registry.h"
 #include "worker/shard_executor.h"
@@ -127,40 +128,6 @@ BENCHMARK(BM_relu)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_sum_axis0)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_matmul)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// Google Benchmark's console table, plus the RESULT lines run.sh collects.
-class ResultReporter : public benchmark::ConsoleReporter {
- public:
-  // No colour codes: run.sh reads lines that start with RESULT.
-  ResultReporter() : ConsoleReporter(OO_Tabular) {}
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      if (run.run_type == Run::RT_Iteration) {
-        iterations_[run.run_name.function_name] += run.iterations;
-      }
-    }
-    for (const Run& run : runs) {
-      const bool single =
-          run.repetitions <= 1 && run.run_type == Run::RT_Iteration;
-      const bool median =
-          run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
-      if (run.error_occurred || !(single || median)) continue;
-      const std::string fn = run.run_name.function_name;
-      const std::string op = fn.substr(3);  // BM_<op>
-      std::printf(
-          "RESULT impl=builtin op=%s n=1 bytes=%lld iters=%lld "
-          "median_us=%.1f cpu_us=%.1f\n",
-          op.c_str(), static_cast<long long>(Bytes()[op]),
-          static_cast<long long>(iterations_[fn]), run.GetAdjustedRealTime(),
-          run.GetAdjustedCPUTime());
-      std::fflush(stdout);
-    }
-  }
-
- private:
-  std::map<std::string, int64_t> iterations_;
-};
-
 }  // namespace
 }  // namespace shardmap
 
@@ -178,7 +145,16 @@ int main(int argc, char** argv) {
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 64;
-  shardmap::ResultReporter reporter;
+  shardmap_bench::ResultReporter reporter([](const std::string& name,
+                                             int64_t iters, double real_us,
+                                             double cpu_us) {
+    const std::string op = name.substr(3);  // BM_<op>
+    std::printf(
+        "RESULT impl=builtin op=%s n=1 bytes=%lld iters=%lld "
+        "median_us=%.1f cpu_us=%.1f\n",
+        op.c_str(), static_cast<long long>(shardmap::Bytes()[op]),
+        static_cast<long long>(iters), real_us, cpu_us);
+  });
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   return 0;

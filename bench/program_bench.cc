@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/result_reporter.h"
 #include "core/tensor.h"
 #include "program/evaluator.h"
 #include "tests/unit/program_builder.h"
@@ -144,45 +145,6 @@ BENCHMARK(BM_Chain10Eigen)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_MlpProgram)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_MlpNative)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// Google Benchmark's console table, plus the RESULT lines run.sh collects.
-class ResultReporter : public benchmark::ConsoleReporter {
- public:
-  // No colour codes: run.sh reads lines that start with RESULT.
-  ResultReporter() : ConsoleReporter(OO_Tabular) {}
-  void ReportRuns(const std::vector<Run>& runs) override {
-    ConsoleReporter::ReportRuns(runs);
-    for (const Run& run : runs) {
-      // iters: the timed iterations over all repetitions.
-      if (run.run_type == Run::RT_Iteration) {
-        iterations_[run.run_name.function_name] += run.iterations;
-      }
-    }
-    for (const Run& run : runs) {
-      const bool single =
-          run.repetitions <= 1 && run.run_type == Run::RT_Iteration;
-      const bool median =
-          run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
-      if (run.error_occurred || !(single || median)) continue;
-      const std::string name = run.run_name.function_name;
-      const bool chain = name.find("Chain10") != std::string::npos;
-      const char* impl = name.find("Program") != std::string::npos ? "program"
-                         : name.find("Eigen") != std::string::npos ? "eigen"
-                                                                   : "native";
-      std::printf(
-          "RESULT impl=%s op=%s n=1 bytes=%lld iters=%lld median_us=%.1f "
-          "cpu_us=%.1f\n",
-          impl, chain ? "chain10" : "mlp",
-          static_cast<long long>(chain ? kChainSize * 4 : kM * kN * 4),
-          static_cast<long long>(iterations_[name]), run.GetAdjustedRealTime(),
-          run.GetAdjustedCPUTime());
-      std::fflush(stdout);
-    }
-  }
-
- private:
-  std::map<std::string, int64_t> iterations_;
-};
-
 }  // namespace
 }  // namespace program
 }  // namespace shardmap
@@ -190,7 +152,23 @@ class ResultReporter : public benchmark::ConsoleReporter {
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 64;
-  shardmap::program::ResultReporter reporter;
+  using shardmap::program::kChainSize;
+  using shardmap::program::kM;
+  using shardmap::program::kN;
+  shardmap_bench::ResultReporter reporter([](const std::string& name,
+                                             int64_t iters, double real_us,
+                                             double cpu_us) {
+    const bool chain = name.find("Chain10") != std::string::npos;
+    const char* impl = name.find("Program") != std::string::npos ? "program"
+                       : name.find("Eigen") != std::string::npos ? "eigen"
+                                                                 : "native";
+    std::printf(
+        "RESULT impl=%s op=%s n=1 bytes=%lld iters=%lld median_us=%.1f "
+        "cpu_us=%.1f\n",
+        impl, chain ? "chain10" : "mlp",
+        static_cast<long long>(chain ? kChainSize * 4 : kM * kN * 4),
+        static_cast<long long>(iters), real_us, cpu_us);
+  });
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   return 0;

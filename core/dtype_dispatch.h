@@ -4,35 +4,21 @@
 #ifndef SHARDMAP_WORKER_FUNCTIONS_DTYPE_DISPATCH_H_
 #define SHARDMAP_WORKER_FUNCTIONS_DTYPE_DISPATCH_H_
 
-#include <cstdint>
-#include <type_traits>
+#include <utility>
 
 #include "core/dtype.h"
+#include "shardmap/tensor.h"
 
 namespace shardmap {
 
-// Calls f(T{}) with T the C++ element type of `dtype`; returns its result.
+// The SDK's, for the core's DType (whose values are the SDK's: an ABI
+// promise of shardmap/tensor.h, checked in worker/functions/sdk_context.cc).
 template <typename F>
 auto VisitDType(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kFloat64:
-      return f(double{});
-    case DType::kInt32:
-      return f(int32_t{});
-    case DType::kInt64:
-      return f(int64_t{});
-    case DType::kFloat32:
-      break;
-  }
-  return f(float{});
+  return sdk::VisitDType(static_cast<sdk::DType>(dtype), std::forward<F>(f));
 }
 
-// Integers compute as their unsigned counterparts: the same low bits as
-// two's complement, with wrap-around defined. Floats compute as themselves.
-template <typename T>
-using Wrapping =
-    typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
-                                std::common_type<T>>::type;
+using sdk::Wrapping;
 
 }  // namespace shardmap
 

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -77,6 +78,14 @@ auto VisitDType(DType dtype, F&& f) {
   }
   return f(float{});
 }
+
+// The type integer arithmetic runs in so that overflow wraps around (as
+// numpy and XLA do) instead of being undefined: an integer's unsigned
+// counterpart (the same low bits as two's complement); a float itself.
+template <typename T>
+using Wrapping =
+    typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
+                                std::common_type<T>>::type;
 
 // numpy's tuple form of a shape, for messages: "(8, 4)", "(3,)", "()".
 inline std::string ShapeTuple(const std::vector<int64_t>& shape) {

@@ -13,6 +13,7 @@ parent, and tests/plugins' libraries are in <build>/plugins.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,6 +31,16 @@ SOURCE = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TEST_PLUGINS = os.path.join(BUILD, "plugins")
 CONFIG_EXIT = 78  # a worker refused to start (EX_CONFIG)
 STEP_TIMEOUT = 600  # seconds for one cmake step on a busy machine
+
+
+def sdk_abi_version():
+    """SHARDMAP_SDK_ABI_VERSION, as include/shardmap/version.h defines it."""
+    with open(os.path.join(SOURCE, "include", "shardmap", "version.h")) as f:
+        return int(re.search(r"#define SHARDMAP_SDK_ABI_VERSION (\d+)",
+                             f.read()).group(1))
+
+
+ABI_VERSION = sdk_abi_version()
 
 
 def test_plugin(name):
@@ -209,7 +220,7 @@ class PluginTest(unittest.TestCase):
             ([test_plugin("test_plugin_no_symbol")], "no registration symbol"),
             ([test_plugin("test_plugin_bad_abi")],
              "built against SDK ABI version 999 (SDK 9.9.9), but this worker "
-             "has ABI version 1"),
+             f"has ABI version {ABI_VERSION}"),
             ([test_plugin("test_plugin_clash")],
              "function 'add' (plugin"),
             ([test_plugin("test_plugin_malformed")],

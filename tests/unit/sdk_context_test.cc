@@ -59,6 +59,15 @@ FunctionRegistry& Registry() {
               g_seen = y->data();
               return std::vector<TensorView>{*y};
             }));
+    // An output it writes entirely: [1, 2, 3] in uninitialized memory.
+    add(sdk::Function("raw", 1).Kernel(
+        [](Context& ctx, const auto& a) -> Result {
+          auto y = ctx.AllocateUninitialized(sdk::DType::kFloat64, {3});
+          if (!y.ok()) return y.status();
+          for (int i = 0; i < 3; ++i) y->data_as<double>()[i] = i + 1;
+          g_seen = y->data();
+          return std::vector<TensorView>{*y};
+        }));
     add(sdk::Function("foreign", 1).Kernel([](Context&, const auto&) -> Result {
       return std::vector<TensorView>{
           TensorView(sdk::DType::kFloat64, {2}, g_foreign)};
@@ -143,6 +152,26 @@ TEST(SdkContextTest, AllocatedTensorMovesOutZeroFilled) {
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].data(), g_seen);
   EXPECT_EQ(Values((*out)[0]), (std::vector<double>{0, 7}));
+}
+
+TEST(SdkContextTest, UninitializedAllocationMovesOutAndIsReserved) {
+  uint64_t asked = 0;
+  auto grant =
+      [&asked](uint64_t bytes) -> absl::StatusOr<std::shared_ptr<void>> {
+    asked += bytes;
+    return std::make_shared<int>(0);
+  };
+  auto out = Call("raw", One(Doubles({1})), nullptr, grant);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].data(), g_seen);
+  EXPECT_EQ(Values((*out)[0]), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(asked, 24u);
+  auto refuse = [](uint64_t) -> absl::StatusOr<std::shared_ptr<void>> {
+    return absl::ResourceExhaustedError("over the budget of 8 bytes");
+  };
+  EXPECT_TRUE(StatusIs(Call("raw", One(Doubles({1})), nullptr, refuse).status(),
+                       absl::StatusCode::kResourceExhausted,
+                       {"raw", "over the budget"}));
 }
 
 TEST(SdkContextTest, ForeignMemoryIsCopied) {

@@ -52,6 +52,17 @@ Result SumKernel(Context& ctx, const Args& args) {
                  keepdims.is_boolean() && keepdims.get<bool>()));
 }
 
+// A function of two arrays of one numeric dtype.
+Function Binary(const char* name, const char* doc, const char* shape_program,
+                sdk::Kernel kernel) {
+  return Function(name, 2)
+      .DTypes(AllDTypes())
+      .SameDType()
+      .Doc(doc)
+      .ShapeProgram(shape_program)
+      .Kernel(std::move(kernel));
+}
+
 }  // namespace
 
 std::vector<Function> ElementwiseFunctions() {
@@ -61,18 +72,10 @@ std::vector<Function> ElementwiseFunctions() {
                   .Doc("x")
                   .ShapeProgram("lambda x: x")
                   .Kernel(Identity));
-  f.push_back(Function("add", 2)
-                  .DTypes(AllDTypes())
-                  .SameDType()
-                  .Doc("x + y, with numpy broadcasting")
-                  .ShapeProgram("lambda x, y: x + y")
-                  .Kernel(AddKernel));
-  f.push_back(Function("mul", 2)
-                  .DTypes(AllDTypes())
-                  .SameDType()
-                  .Doc("x * y, with numpy broadcasting")
-                  .ShapeProgram("lambda x, y: x * y")
-                  .Kernel(MulKernel));
+  f.push_back(Binary("add", "x + y, with numpy broadcasting",
+                     "lambda x, y: x + y", AddKernel));
+  f.push_back(Binary("mul", "x * y, with numpy broadcasting",
+                     "lambda x, y: x * y", MulKernel));
   f.push_back(Function("scale", 1)
                   .Kwarg("alpha", "number", "the factor")
                   .DTypes(AllDTypes())
@@ -85,12 +88,8 @@ std::vector<Function> ElementwiseFunctions() {
                   .Doc("max(x, 0) elementwise; NaN stays NaN")
                   .ShapeProgram("lambda x: relu(x)")
                   .Kernel(ReluKernel));
-  f.push_back(Function("matmul", 2)
-                  .DTypes(AllDTypes())
-                  .SameDType()
-                  .Doc("a @ b for a and b of rank 1 or 2, as numpy")
-                  .ShapeProgram("lambda a, b: a @ b")
-                  .Kernel(MatmulKernel));
+  f.push_back(Binary("matmul", "a @ b for a and b of rank 1 or 2, as numpy",
+                     "lambda a, b: a @ b", MatmulKernel));
   f.push_back(Function("sum", 1)
                   .Kwarg("axis", "int_or_int_list_or_null", "null",
                          "axis or axes to reduce; null reduces all")

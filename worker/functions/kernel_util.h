@@ -6,7 +6,6 @@
 #define SHARDMAP_WORKER_FUNCTIONS_KERNEL_UTIL_H_
 
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -22,6 +21,7 @@ using sdk::DType;
 using sdk::DTypeName;
 using sdk::ShapeTuple;
 using sdk::TensorView;
+using sdk::Wrapping;
 using Result = absl::StatusOr<std::vector<TensorView>>;
 
 // Assigns the value of a StatusOr to `lhs`, or returns its status.
@@ -45,14 +45,6 @@ inline Result One(absl::StatusOr<TensorView> t) {
 inline std::vector<DType> AllDTypes() {
   return {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64};
 }
-
-// Integers compute as their unsigned counterparts: the same low bits as
-// two's complement, with wrap-around defined (as numpy and XLA). Floats
-// compute as themselves.
-template <typename T>
-using Wrapping =
-    typename std::conditional_t<std::is_integral_v<T>, std::make_unsigned<T>,
-                                std::common_type<T>>::type;
 
 // FAILED_PRECONDITION "<fn> needs collectives, ..." when the job runs
 // without peers: a function checks it before it computes anything.
