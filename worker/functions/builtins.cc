@@ -52,12 +52,11 @@ Result SumKernel(Context& ctx, const Args& args) {
                  keepdims.is_boolean() && keepdims.get<bool>()));
 }
 
-// A function of two arrays of one numeric dtype.
-Function Binary(const char* name, const char* doc, const char* shape_program,
-                sdk::Kernel kernel) {
-  return Function(name, 2)
+// A function of `arity` arrays of any of the four dtypes.
+Function Numeric(const char* name, int arity, const char* doc,
+                 const char* shape_program, sdk::Kernel kernel) {
+  return Function(name, arity)
       .DTypes(AllDTypes())
-      .SameDType()
       .Doc(doc)
       .ShapeProgram(shape_program)
       .Kernel(std::move(kernel));
@@ -67,39 +66,30 @@ Function Binary(const char* name, const char* doc, const char* shape_program,
 
 std::vector<Function> ElementwiseFunctions() {
   std::vector<Function> f;
-  f.push_back(Function("identity", 1)
-                  .DTypes(AllDTypes())
-                  .Doc("x")
-                  .ShapeProgram("lambda x: x")
-                  .Kernel(Identity));
-  f.push_back(Binary("add", "x + y, with numpy broadcasting",
-                     "lambda x, y: x + y", AddKernel));
-  f.push_back(Binary("mul", "x * y, with numpy broadcasting",
-                     "lambda x, y: x * y", MulKernel));
-  f.push_back(Function("scale", 1)
-                  .Kwarg("alpha", "number", "the factor")
-                  .DTypes(AllDTypes())
-                  .Doc("x * alpha; int x times a JSON float (even 2.0) "
-                       "gives float32 (int32) or float64 (int64), as in JAX")
-                  .ShapeProgram("lambda x: x * {alpha}")
-                  .Kernel(ScaleKernel));
-  f.push_back(Function("relu", 1)
-                  .DTypes(AllDTypes())
-                  .Doc("max(x, 0) elementwise; NaN stays NaN")
-                  .ShapeProgram("lambda x: relu(x)")
-                  .Kernel(ReluKernel));
-  f.push_back(Binary("matmul", "a @ b for a and b of rank 1 or 2, as numpy",
-                     "lambda a, b: a @ b", MatmulKernel));
-  f.push_back(Function("sum", 1)
+  f.push_back(Numeric("identity", 1, "x", "lambda x: x", Identity));
+  f.push_back(Numeric("add", 2, "x + y, with numpy broadcasting",
+                      "lambda x, y: x + y", AddKernel)
+                  .SameDType());
+  f.push_back(Numeric("mul", 2, "x * y, with numpy broadcasting",
+                      "lambda x, y: x * y", MulKernel)
+                  .SameDType());
+  f.push_back(Numeric("scale", 1,
+                      "x * alpha; int x times a JSON float (even 2.0) "
+                      "gives float32 (int32) or float64 (int64), as in JAX",
+                      "lambda x: x * {alpha}", ScaleKernel)
+                  .Kwarg("alpha", "number", "the factor"));
+  f.push_back(Numeric("relu", 1, "max(x, 0) elementwise; NaN stays NaN",
+                      "lambda x: relu(x)", ReluKernel));
+  f.push_back(Numeric("matmul", 2, "a @ b for a and b of rank 1 or 2, as numpy",
+                      "lambda a, b: a @ b", MatmulKernel)
+                  .SameDType());
+  f.push_back(Numeric("sum", 1, "sum of x over axis, in x's dtype (jnp.sum)",
+                      "lambda x: jnp.sum(x, axis={axis}, keepdims={keepdims})",
+                      SumKernel)
                   .Kwarg("axis", "int_or_int_list_or_null", "null",
                          "axis or axes to reduce; null reduces all")
                   .Kwarg("keepdims", "boolean", "false",
-                         "keep reduced axes with size 1")
-                  .DTypes(AllDTypes())
-                  .Doc("sum of x over axis, in x's dtype (jnp.sum)")
-                  .ShapeProgram("lambda x: jnp.sum(x, axis={axis}, "
-                                "keepdims={keepdims})")
-                  .Kernel(SumKernel));
+                         "keep reduced axes with size 1"));
   return f;
 }
 

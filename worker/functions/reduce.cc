@@ -1,5 +1,6 @@
 #include "worker/functions/reduce.h"
 
+#include <Eigen/Core>
 #include <cstdint>
 #include <type_traits>
 #include <vector>
@@ -86,12 +87,25 @@ void SumTyped(const TensorView& x, const std::vector<int64_t>& out_strides,
     acc[0] = static_cast<Acc<T>>(xd[0]);
   } else if (n > 0) {
     const int64_t inner = shape[rank - 1];
-    const int64_t step = out_strides[rank - 1];
+    // 0 when the last dimension is reduced, else 1 (it is the output's
+    // last dimension too).
+    const bool inner_reduced = out_strides[rank - 1] == 0;
     std::vector<int64_t> index(rank, 0);
     int64_t offset = 0;
     for (int64_t base = 0; base < n; base += inner) {
-      for (int64_t j = 0; j < inner; ++j) {
-        acc[offset + j * step] += static_cast<Acc<T>>(xd[base + j]);
+      // Each output element adds its inputs in C order either way; the
+      // row add is vectorized (the same additions, the same results).
+      if (inner_reduced) {
+        Acc<T> s = acc[offset];
+        for (int64_t j = 0; j < inner; ++j)
+          s += static_cast<Acc<T>>(xd[base + j]);
+        acc[offset] = s;
+      } else {
+        Eigen::Map<Eigen::Array<Acc<T>, Eigen::Dynamic, 1>>(acc.data() + offset,
+                                                            inner) +=
+            Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(xd + base,
+                                                                 inner)
+                .template cast<Acc<T>>();
       }
       for (int d = rank - 2; d >= 0; --d) {
         offset += out_strides[d];
