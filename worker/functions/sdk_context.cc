@@ -60,12 +60,15 @@ absl::StatusOr<Tensor> CopyOf(const sdk::TensorView& v, const char* what) {
 WorkerContext::WorkerContext(const std::string& function,
                              const CallContext& call, std::vector<Tensor>& args,
                              const nlohmann::json& kwargs)
-    : function_(function), call_(call), args_(args), kwargs_(kwargs) {
-  if (call.mesh != nullptr) {
-    for (const MeshAxis& a : call.mesh->axes()) {
-      axis_names_.push_back(a.name);
-      axis_sizes_.push_back(a.size);
-    }
+    : function_(function), call_(call), args_(args), kwargs_(kwargs) {}
+
+void WorkerContext::FillMesh() const {
+  if (mesh_filled_) return;
+  mesh_filled_ = true;
+  if (call_.mesh == nullptr) return;
+  for (const MeshAxis& a : call_.mesh->axes()) {
+    axis_names_.push_back(a.name);
+    axis_sizes_.push_back(a.size);
   }
 }
 

@@ -45,9 +45,11 @@ class WorkerContext final : public sdk::Context {
 
   const std::string& function() const override { return function_; }
   const std::vector<std::string>& axis_names() const override {
+    FillMesh();
     return axis_names_;
   }
   const std::vector<int64_t>& axis_sizes() const override {
+    FillMesh();
     return axis_sizes_;
   }
   int64_t device_id() const override { return call_.device_id; }
@@ -107,8 +109,11 @@ class WorkerContext final : public sdk::Context {
   const CallContext& call_;
   std::vector<Tensor>& args_;
   const nlohmann::json& kwargs_;
-  std::vector<std::string> axis_names_;
-  std::vector<int64_t> axis_sizes_;
+  // The mesh's axes, copied on first use (most kernels never ask).
+  void FillMesh() const;
+  mutable bool mesh_filled_ = false;
+  mutable std::vector<std::string> axis_names_;
+  mutable std::vector<int64_t> axis_sizes_;
   std::vector<std::unique_ptr<Tensor>> made_;
   std::vector<std::shared_ptr<void>> reservations_;
 };
