@@ -18,6 +18,9 @@ launcher=()
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
   export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$(dirname "$PWD")}"
+  # The test command fills the cache with two builds (g++ and clang) and
+  # the image build reads it: ccache's default 5 GB evicts between runs.
+  export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
 fi
 CC=clang-14 CXX=clang++-14 cmake -S . -B build-fuzz -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHARDMAP_BUILD_TESTS=OFF \
