@@ -124,5 +124,44 @@ class DonationTest(harness.ClusterTestCase):
         np.testing.assert_array_equal(got, 3 * x)
 
 
+class DonationStateDirTest(harness.ClusterTestCase):
+
+    def test_a_failed_donated_job_leaves_nothing_to_come_back(self):
+        """With --state-dir: donated steps keep one file per worker, and a
+        failed donated job removes the array's files, so a worker
+        restarted with its directory does not bring the old version back."""
+        c = self.cluster(0)
+        dirs = [self.path(f"state{i}") for i in range(2)]
+        for d in dirs:
+            c.add_worker("--state-dir", d)
+        c.wait_for_workers(2)
+        x = np.arange(8, dtype=np.int32).reshape(4, 2)
+
+        def files():
+            return sorted(os.path.relpath(os.path.join(root, f), d)
+                          for d in dirs for root, _, fs in os.walk(d)
+                          for f in fs if f.endswith(".npy"))
+
+        code, _, err = self.ctl(c, "put", "sd/w", self.file(x), "--mesh",
+                                "x=2", "--spec", "P('x')")
+        self.assertEqual(code, 0, err)
+        step = ("run", "--fn", "scale", "--arg", "@sd/w", "--in-spec",
+                "P('x')", "--out", "@sd/w", "--out-spec", "P('x')",
+                "--donate", "0", "--kwargs")
+        code, _, err = self.ctl(c, *step, '{"alpha": 3}')
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(files()), 2, files())  # one block per worker
+        code, _, err = self.ctl(c, *step, '{"alpha": 0.5}')  # int32 -> float
+        self.assertNotEqual(code, 0, err)
+        self.assertIn("is lost", err)
+        self.assertEqual(files(), [])
+        c.kill_worker(c.workers[1])
+        c.add_worker("--state-dir", dirs[1])
+        c.wait_for_workers(2)
+        code, _, err = self.ctl(c, "get", "sd/w", "--out", self.path("g.npy"))
+        self.assertNotEqual(code, 0)
+        self.assertIn("lost", err)
+
+
 if __name__ == "__main__":
     harness.main()
