@@ -12,8 +12,10 @@
 #include "client/exit_codes.h"
 #include "client/output_file.h"
 #include "client/resident_display.h"
+#include "client/tree_rules.h"
 #include "core/block_math.h"
 #include "core/npy.h"
+#include "core/status_util.h"
 #include "wire/proto_convert.h"
 
 namespace shardmap {
@@ -38,6 +40,16 @@ int ReadError(const absl::Status& s, bool json) {
       json);
 }
 
+// The spec of the first of `rules` (--rules) that matches `name`.
+absl::StatusOr<PartitionSpec> SpecByRules(const std::string& rules,
+                                          const std::string& name) {
+  auto parsed = ParseTreeRules(rules);
+  if (!parsed.ok()) return Annotate(parsed.status(), "--rules");
+  auto rule = MatchTreeRule(*parsed, name);
+  if (!rule.ok()) return Annotate(rule.status(), "--rules");
+  return (*parsed)[*rule].spec;
+}
+
 }  // namespace
 
 int PutCommand(const PutFlags& f) {
@@ -48,7 +60,8 @@ int PutCommand(const PutFlags& f) {
   }
   auto mesh = ParseMeshFlag(f.mesh);
   if (!mesh.ok()) return ReportError(mesh.status(), kExitUsage, f.json);
-  auto spec = ParseArraySpec(f.spec, "--spec");
+  auto spec = f.rules.empty() ? ParseArraySpec(f.spec, "--spec")
+                              : SpecByRules(f.rules, name);
   if (!spec.ok()) return ReportError(spec.status(), kExitUsage, f.json);
   auto t = ReadNpy(f.file);
   if (!t.ok()) return ReadError(t.status(), f.json);

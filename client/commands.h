@@ -33,6 +33,7 @@ struct RunFlags {
   std::vector<std::string> outs;
   std::vector<std::string> out_specs;
   bool overwrite = false;           // stored outputs may replace another shape
+  std::vector<int> donate;          // --arg positions the job may consume
   std::vector<std::string> states;  // SLOT=NAME
   std::vector<std::string> state_specs;  // SLOT=SPEC, or SPEC for all
   // Pytrees (client/tree_run.h).
@@ -100,6 +101,9 @@ struct PutFlags {
   std::string file;  // .npy
   std::string mesh;
   std::string spec = "P()";
+  // nnx-style FILTER=SPEC rules (client/tree_rules.h) instead of spec:
+  // the first whose filter matches the name gives the spec.
+  std::string rules;
   bool overwrite = false;
   bool json = false;
   std::string call_id;

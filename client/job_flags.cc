@@ -69,6 +69,13 @@ void AddJobOptions(CLI::App* cmd, RunFlags& run) {
   cmd->add_flag("--overwrite", run.overwrite,
                 "an --out @NAME may replace an array of another shape, "
                 "dtype or sharding");
+  cmd->add_option("--donate", run.donate,
+                  "I[,I...]: the --arg @NAME positions (from 0) the job "
+                  "may consume (JAX's donate_argnums): an --out @NAME of "
+                  "the same name and sharding then updates it in place, "
+                  "without a second copy; if the job fails, the array is "
+                  "lost")
+      ->delimiter(',');
   cmd->add_option("--state", run.states,
                   "SLOT=NAME: bind the function's state slot to a "
                   "resident array (repeat)");

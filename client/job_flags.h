@@ -15,8 +15,8 @@ namespace shardmap {
 CLI::Validator TimeoutSeconds();
 
 // --coordinator/--local, --mesh, --fn/--expr/--expr-file, --arg,
-// --in-spec, --out, --out-spec, --overwrite, --state, --state-spec,
-// --kwargs, --no-check-rep, --json, --timeout, --traceparent.
+// --in-spec, --out, --out-spec, --overwrite, --donate, --state,
+// --state-spec, --kwargs, --no-check-rep, --json, --timeout, --traceparent.
 void AddJobOptions(CLI::App* cmd, RunFlags& run);
 
 }  // namespace shardmap

@@ -55,6 +55,7 @@ v1::JobSpec JobSpecOf(const JobRequest& job,
     spec->add_resident_outputs(name);
   }
   spec->set_overwrite(job.overwrite);
+  for (int i : job.donate_args) spec->add_donate_args(i);
   for (const JobRequest::State& st : job.states) {
     v1::StateBinding* b = spec->add_states();
     b->set_slot(st.slot);

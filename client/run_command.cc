@@ -53,6 +53,7 @@ absl::Status ParseResidentNames(const RunFlags& f, JobRequest* job) {
   SHARD_RETURN_IF_ERROR(names(f.args, "--arg", &job->resident_args));
   SHARD_RETURN_IF_ERROR(names(f.outs, "--out", &job->resident_outputs));
   job->overwrite = f.overwrite;
+  job->donate_args = f.donate;
   return absl::OkStatus();
 }
 

@@ -57,6 +57,10 @@ struct JobRequest {
   // out_spec) instead of returning it.
   std::vector<std::string> resident_outputs;
   bool overwrite = false;  // replace a resident array of another shape
+  // JAX's donate_argnums: positions in resident_args whose arrays the job
+  // may consume (JobSpec.donate_args: each must be stored back by an
+  // output of the same name and sharding; lost if the job fails).
+  std::vector<int> donate_args;
   // The function's state slots bound to resident arrays; a state's spec
   // defaults to P() (replicated), as brainstate's.
   struct State {

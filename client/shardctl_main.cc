@@ -216,8 +216,15 @@ int main(int argc, char** argv) {
   put_cmd->add_option("FILE", put.file, "a .npy file")->required();
   put_cmd->add_option("--mesh", put.mesh, "AXIS=SIZE[,AXIS=SIZE...]")
       ->required();
-  put_cmd->add_option("--spec", put.spec, "its PartitionSpec over the mesh")
-      ->capture_default_str();
+  auto* put_spec =
+      put_cmd->add_option("--spec", put.spec, "its PartitionSpec over the mesh")
+          ->capture_default_str();
+  put_cmd
+      ->add_option("--rules", put.rules,
+                   "FILTER=SPEC;... instead of --spec (nnx-style, as "
+                   "put-tree's): the first rule matching NAME gives its "
+                   "spec")
+      ->excludes(put_spec);
   put_cmd->add_flag("--overwrite", put.overwrite,
                     "replace an array of another shape, dtype or sharding");
   add_retry_flags(put_cmd, put.call_id, put.retries);

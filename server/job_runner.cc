@@ -73,9 +73,17 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   }
   const bool commit_now = commit.two_phase() && outcome.ok();
   const std::vector<absl::Status> ended = fanout.Finish(commit_now);
-  if (!commit_now) return outcome;
-  SHARD_RETURN_IF_ERROR(commit.Publish(job_id, workers, ended, *outcome,
-                                       *connector_, options_.drop_timeout));
+  if (!commit_now) {
+    if (outcome.ok()) return outcome;
+    return commit.LoseDonations(job_id, outcome.status(), workers, *connector_,
+                                options_.drop_timeout);
+  }
+  if (absl::Status s = commit.Publish(job_id, workers, ended, *outcome,
+                                      *connector_, options_.drop_timeout);
+      !s.ok()) {
+    return commit.LoseDonations(job_id, s, workers, *connector_,
+                                options_.drop_timeout);
+  }
   return outcome;
 }
 

@@ -62,7 +62,8 @@ std::string ManualAxesLine(const JobPlan& plan) {
 
 }  // namespace
 
-absl::StatusOr<v1::PlanResponse> ReportPlan(const JobPlan& plan) {
+absl::StatusOr<v1::PlanResponse> ReportPlan(
+    const JobPlan& plan, const std::vector<std::string>& arg_labels) {
   v1::PlanResponse r;
   const bool program = plan.program != nullptr;
   r.set_function(plan.function.name());
@@ -75,7 +76,8 @@ absl::StatusOr<v1::PlanResponse> ReportPlan(const JobPlan& plan) {
   for (size_t i = 0; i < plan.args.size(); ++i) {
     const ArgPlan& a = plan.args[i];
     v1::PlannedArray* p = r.add_inputs();
-    p->set_role(absl::StrCat("args[", i, "]"));
+    p->set_role(i < arg_labels.size() ? arg_labels[i]
+                                      : absl::StrCat("args[", i, "]"));
     *p->mutable_global() = HeaderToProto(a.meta.dtype, a.meta.shape);
     *p->mutable_block() = HeaderToProto(a.meta.dtype, a.layout.block_shape());
     *p->mutable_spec() = SpecToProto(a.spec);

@@ -7,6 +7,9 @@
 #ifndef SHARDMAP_SERVER_PLAN_REPORT_H_
 #define SHARDMAP_SERVER_PLAN_REPORT_H_
 
+#include <string>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "server/planner.h"
 #include "shardmap/v1/coordinator.pb.h"
@@ -16,7 +19,10 @@ namespace shardmap {
 // Output shapes and costs come from plan.program: the expression program,
 // or a native function's shape program; without one they are reported as
 // unknown (-1) and the text says so.
-absl::StatusOr<v1::PlanResponse> ReportPlan(const JobPlan& plan);
+// `arg_labels`: what to call each argument (server/tree_job.h ArgLabels);
+// "args[i]" for those it does not name.
+absl::StatusOr<v1::PlanResponse> ReportPlan(
+    const JobPlan& plan, const std::vector<std::string>& arg_labels = {});
 
 }  // namespace shardmap
 

@@ -65,7 +65,7 @@ absl::StatusOr<v1::PlanResponse> PlanService::Plan(
     }
     plan.program = *std::move(shapes);
   }
-  return ReportPlan(plan);
+  return ReportPlan(plan, ArgLabels(tree));
 }
 
 }  // namespace shardmap

@@ -10,6 +10,7 @@
 #include "core/status_util.h"
 #include "program/checker.h"
 #include "program/dtypes.h"
+#include "server/donation.h"
 #include "server/job_axes.h"
 #include "wire/signature.h"
 
@@ -393,6 +394,7 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
     plan.states.push_back(std::move(st));
   }
   if (!plan.check_rep) SHARD_RETURN_IF_ERROR(RefuseUncheckedCopies(plan));
+  SHARD_RETURN_IF_ERROR(PlanDonations(spec, &plan));
   plan.access = AccessOf(spec, plan.function);
   return plan;
 }

@@ -34,6 +34,8 @@ struct ArgPlan {
   BlockLayout layout;
   // Set when the argument is a resident array the workers fetch.
   std::optional<ResidentArray> resident;
+  // The job may consume the resident array (server/donation.h).
+  bool donated = false;
 };
 
 // The resident arrays a job reads and those it writes, for NameLocks.

@@ -6,9 +6,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "core/status_util.h"
 #include "rpc/trace_context.h"
+#include "server/donation.h"
 #include "server/output_assembly.h"
 
 namespace shardmap {
@@ -135,6 +137,42 @@ void ResidentCommit::RollBack(const std::vector<WorkerPool::Worker>& workers,
   // newest version complete on every device.
   SendDrops(drops, connector, absl::Now() + timeout,
             "of a job that was not committed");
+}
+
+absl::Status ResidentCommit::LoseDonations(
+    const std::string& job_id, const absl::Status& error,
+    const std::vector<WorkerPool::Worker>& workers, WorkerConnector& connector,
+    absl::Duration drop_timeout) const {
+  std::vector<std::pair<std::string, uint64_t>> lost;
+  for (const ArgPlan& a : plan_->args) {
+    if (!a.donated || !DonationApplies(*a.resident, workers)) continue;
+    lost.emplace_back(a.resident->name, a.resident->version);
+  }
+  if (lost.empty() || index_ == nullptr) return error;
+  std::vector<std::string> names;
+  for (const auto& [name, version] : lost) {
+    index_->MarkLost(
+        name, version,
+        absl::StrCat("it was donated to ", job_id, " at version ", version,
+                     ", which failed after the workers may have consumed it"));
+    names.push_back(absl::StrCat("'", name, "' (version ", version, ")"));
+  }
+  // Every version (0) of each name: a worker that took its block out of
+  // memory still has it in its --state-dir, which only this removes.
+  WorkerDrops drops;
+  for (const WorkerPool::Worker& w : workers) {
+    for (const auto& [name, version] : lost) {
+      drops[w.address].emplace_back(name, 0);
+    }
+  }
+  SendDrops(drops, connector, absl::Now() + drop_timeout,
+            "donated to a job that failed");
+  return absl::Status(
+      error.code(),
+      absl::StrCat(error.message(), "; the job's donated argument",
+                   names.size() > 1 ? "s " : " ", absl::StrJoin(names, ", "),
+                   names.size() > 1 ? " are" : " is", " lost: put or restore ",
+                   names.size() > 1 ? "them" : "it", " again"));
 }
 
 void ResidentCommit::SendDrops(const WorkerDrops& drops,

@@ -78,6 +78,18 @@ class ResidentCommit {
                        std::vector<JobOutput>& outputs,
                        WorkerConnector& connector, absl::Duration drop_timeout);
 
+  // After the job failed (`error`) once it went out to `workers`: each
+  // array the workers may have consumed (a donated argument,
+  // server/donation.h) is marked lost in the index at the version donated,
+  // and every worker of the job is told to drop the name (each call
+  // bounded by `drop_timeout`, all at once), so no worker serves it again.
+  // Returns `error`, annotated with the arrays lost if there are any.
+  absl::Status LoseDonations(const std::string& job_id,
+                             const absl::Status& error,
+                             const std::vector<WorkerPool::Worker>& workers,
+                             WorkerConnector& connector,
+                             absl::Duration drop_timeout) const;
+
  private:
   ResidentCommit(const JobPlan& plan, ResidentIndex* index)
       : plan_(&plan), index_(index) {}

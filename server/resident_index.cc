@@ -27,6 +27,7 @@ absl::Status ResidentIndex::ValidateName(const std::string& name) {
 }
 
 std::string ResidentIndex::LostReason(const ResidentArray& a) const {
+  if (!a.lost.empty()) return a.lost;
   std::vector<std::string> missing;
   for (size_t d = 0; d < a.worker_ids.size(); ++d) {
     if (a.worker_ids[d].empty()) {
@@ -149,6 +150,15 @@ std::vector<ResidentIndex::Superseded> ResidentIndex::Commit(
     out.push_back(Superseded{address, version});
   }
   return out;
+}
+
+void ResidentIndex::MarkLost(const std::string& name, uint64_t version,
+                             const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  auto it = arrays_.find(name);
+  if (it != arrays_.end() && it->second.array.version == version) {
+    it->second.array.lost = reason;
+  }
 }
 
 absl::StatusOr<ResidentArray> ResidentIndex::Remove(const std::string& name) {

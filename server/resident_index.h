@@ -47,6 +47,9 @@ struct ResidentArray {
   std::vector<std::string> worker_ids;  // by device
   std::vector<std::string> addresses;   // by device
   uint64_t version = 0;
+  // Why it cannot be used although its holders are live (MarkLost), or
+  // empty.
+  std::string lost;
 };
 
 // A block a worker reports holding when it registers.
@@ -132,6 +135,11 @@ class ResidentIndex {
   // now, or one whose commit failed) are left alone.
   Outcome Report(const std::string& worker_id, const std::string& address,
                  const std::vector<ReportedBlock>& blocks);
+  // Marks `version` of `name` lost for `reason` (a job it was donated to
+  // failed, server/donation.h) until a write replaces it; does nothing if
+  // the name is at another version or unknown.
+  void MarkLost(const std::string& name, uint64_t version,
+                const std::string& reason);
   // NOT_FOUND for an unknown name. Returns the removed entry.
   absl::StatusOr<ResidentArray> Remove(const std::string& name);
   std::vector<v1::ResidentInfo> List(const std::string& prefix) const;

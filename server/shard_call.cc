@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/block_math.h"
 #include "core/status_util.h"
+#include "server/donation.h"
 #include "wire/chunking.h"
 #include "wire/proto_convert.h"
 
@@ -62,9 +63,10 @@ v1::ShardRequest JobRequest(const std::string& job_id, const JobPlan& plan,
                           plan.IsOutputRepresentative(o, d));
   }
   for (const ArgPlan& a : plan.args) {
-    *job->add_resident_args() = a.resident.has_value()
-                                    ? SourceOf(*a.resident, a.spec)
-                                    : v1::ResidentSource();
+    v1::ResidentSource* src = job->add_resident_args();
+    if (!a.resident.has_value()) continue;
+    *src = SourceOf(*a.resident, a.spec);
+    src->set_donate(a.donated && DonationApplies(*a.resident, *common.workers));
   }
   for (int o = 0; o < static_cast<int>(plan.resident_outputs.size()); ++o) {
     v1::ResidentTarget* t = job->add_resident_outputs();

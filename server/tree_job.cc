@@ -212,15 +212,26 @@ absl::StatusOr<TreeJob> FlattenJobTrees(const v1::JobSpec& spec) {
   return job;
 }
 
+std::vector<std::string> ArgLabels(const TreeJob& job) {
+  std::vector<std::string> labels;
+  if (!job.has_trees) {
+    for (int i = 0; i < job.flat.args_size(); ++i) {
+      labels.push_back(absl::StrCat("args[", i, "]"));
+    }
+    return labels;
+  }
+  for (const TreeLeafPath& leaf : job.arg_leaves) {
+    labels.push_back(absl::StrCat("args", leaf.key));
+  }
+  return labels;
+}
+
 absl::StatusOr<JobPlan> PlanTreeJob(const TreeJob& job,
                                     const FunctionLookup& lookup,
                                     const ResidentIndex* index,
                                     program::ProgramCache* programs) {
   if (!job.has_trees) return PlanJob(job.flat, lookup, index, programs);
-  std::vector<std::string> values;
-  for (const TreeLeafPath& leaf : job.arg_leaves) {
-    values.push_back(absl::StrCat("args", leaf.key));
-  }
+  const std::vector<std::string> values = ArgLabels(job);
   const bool outputs_known = job.flat.has_out_tree();
   auto outputs_match = [&](const v1::FunctionSignature& fn) -> absl::Status {
     if (!outputs_known || fn.num_outputs() < 0 ||

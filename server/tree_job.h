@@ -37,6 +37,10 @@ struct TreeJob {
   std::vector<std::string> out_spec_names;
 };
 
+// What each argument leaf is called in plans and errors: "args[0]['w']"
+// (JAX's keystr) for a job with trees, else "args[i]".
+std::vector<std::string> ArgLabels(const TreeJob& job);
+
 // Validates and flattens the trees of `spec`. INVALID_ARGUMENT: a malformed
 // tree (ValidateTree), leaf counts that do not match args/in_specs/
 // out_specs, both a prefix and rules, a prefix that does not match (JAX's

@@ -1,6 +1,7 @@
 #include "worker/job_residents.h"
 
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,10 +11,49 @@
 #include "worker/store/block_fetch.h"
 
 namespace shardmap {
+namespace {
+
+// A donated argument's block (ResidentSource.donate), taken out of the
+// store without a copy when this worker holds exactly the block the job
+// reads; nullopt when it does not (the argument is then fetched as any
+// other). INVALID_ARGUMENT for a source that does not parse.
+absl::StatusOr<std::optional<Tensor>> TakeDonated(const v1::ResidentSource& src,
+                                                  const Mesh& mesh,
+                                                  int64_t device,
+                                                  ResidentStore& store) {
+  const std::string& name = src.name();
+  SHARD_ASSIGN_OR_RETURN(ArrayMeta meta, HeaderFromProto(src.header(), name));
+  PartitionSpec spec = SpecFromProto(src.job_spec());
+  if (spec.unsplit()) spec = PartitionSpec();
+  SHARD_ASSIGN_OR_RETURN(
+      BlockLayout needed,
+      BlockLayout::Create(mesh, spec, meta.shape, "the job's spec", name));
+  {
+    // Scoped: its reference to the data must not count below.
+    absl::StatusOr<ResidentStore::Block> held = store.Find(name, src.version());
+    if (!held.ok() || held->data == nullptr ||
+        held->data->dtype() != meta.dtype ||
+        held->box.origin != needed.BlockOrigin(device) ||
+        held->box.shape != needed.block_shape()) {
+      return std::optional<Tensor>();
+    }
+  }
+  SHARD_ASSIGN_OR_RETURN(ResidentStore::Block taken,
+                         store.Take(name, src.version()));
+  if (taken.data.use_count() == 1) {
+    // The store makes every block's tensor non-const (state_dir.h), and
+    // this is its last reference: the buffer itself goes to the job.
+    return std::optional<Tensor>(std::move(const_cast<Tensor&>(*taken.data)));
+  }
+  // Something still reads it (a peer's ReadBlock copying it out): a copy.
+  return std::optional<Tensor>(taken.data->Clone());
+}
+
+}  // namespace
 
 absl::Status FetchResidents(const v1::ShardJob& header, const Mesh& mesh,
                             int64_t device, JobPeers& peers,
-                            const ResidentStore& store, absl::Time deadline,
+                            ResidentStore& store, absl::Time deadline,
                             std::vector<Tensor>* args,
                             std::map<std::string, Tensor>* states) {
   const std::string me = peers.my_address();
@@ -27,11 +67,23 @@ absl::Status FetchResidents(const v1::ShardJob& header, const Mesh& mesh,
     if (i >= static_cast<int>(args->size())) {
       return absl::InvalidArgumentError("resident argument past the arguments");
     }
+    // The coordinator planned this job against src.version(): the
+    // versions before it are superseded on every worker.
+    store.DropBefore(src.name(), src.version());
+    if (src.donate()) {
+      SHARD_ASSIGN_OR_RETURN(std::optional<Tensor> taken,
+                             TakeDonated(src, mesh, device, store));
+      if (taken.has_value()) {
+        (*args)[i] = *std::move(taken);
+        continue;
+      }
+    }
     SHARD_ASSIGN_OR_RETURN(
         (*args)[i],
         FetchResidentBlock(src, mesh, device, me, store, read, deadline));
   }
   for (const v1::StateSlot& slot : header.states()) {
+    store.DropBefore(slot.source().name(), slot.source().version());
     SHARD_ASSIGN_OR_RETURN(
         Tensor t, FetchResidentBlock(slot.source(), mesh, device, me, store,
                                      read, deadline));
@@ -56,7 +108,7 @@ absl::Status StageWrites(const v1::ShardJob& header, const Mesh& mesh,
     b.box = Box{layout.BlockOrigin(device), block.shape()};
     b.layout = ResidentStore::ArrayLayout{
         ArrayMeta{block.dtype(), layout.global_shape()}, mesh, s};
-    b.data = std::make_shared<const Tensor>(std::move(block));
+    b.data = std::make_shared<Tensor>(std::move(block));
     store.Stage(header.job_id(), name, std::move(b));
     return absl::OkStatus();
   };

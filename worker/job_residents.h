@@ -22,11 +22,15 @@ namespace shardmap {
 
 // Fills the job's resident arguments in `args` (their placeholders) and
 // its state slots in `states` with this device's blocks, by the job's
-// specs. Errors: INVALID_ARGUMENT (a resident argument past the arguments,
-// a spec that does not fit), those of FetchResidentBlock.
+// specs. A donated argument's block (ResidentSource.donate) that this
+// worker holds as the job reads it is taken out of `store` and handed over
+// without a copy; the versions before each one read are dropped from
+// `store` (the coordinator planned against a newer one). Errors:
+// INVALID_ARGUMENT (a resident argument past the arguments, a spec that
+// does not fit), those of FetchResidentBlock.
 absl::Status FetchResidents(const v1::ShardJob& header, const Mesh& mesh,
                             int64_t device, JobPeers& peers,
-                            const ResidentStore& store, absl::Time deadline,
+                            ResidentStore& store, absl::Time deadline,
                             std::vector<Tensor>* args,
                             std::map<std::string, Tensor>* states);
 

@@ -167,9 +167,14 @@ class Cluster:
         raise errors.NotFound(f"no resident array named '{name}'")
 
     def put(self, name, array, mesh, spec=P(), overwrite=False,
-            timeout=None):
+            timeout=None, rules=None):
         """Stores `array` on the workers as `name`, split by `spec` over
-        `mesh`; returns its handle (usable as a job argument)."""
+        `mesh`; returns its handle (usable as a job argument). rules=
+        (nnx-style filter rules, as put_tree's) instead of spec: the first
+        rule matching `name` gives its spec."""
+        if rules is not None:
+            from shardmap.tree import match_rule, parse_rules
+            _, spec = match_rule(parse_rules(rules), name)
         arr = wire.as_wire_array(array, f"put '{name}'")
         spec_proto = spec_to_proto(spec, f"put '{name}'")
         job = pb.JobSpec(function="identity", mesh=mesh.to_proto(),

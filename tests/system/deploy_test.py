@@ -513,7 +513,7 @@ class DockerfileTest(unittest.TestCase):
         self.assertIn("sdk", names)
         sdk = " ".join(stages[names.index("sdk")][1])
         self.assertIn("cmake --install", sdk)
-        build = " ".join(stages[0][1])
+        build = " ".join(stages[names.index("build")][1])
         for b in BINARIES:
             self.assertIn(b, build)
         # The flags of scripts/build.sh, so a host build's ccache serves it.

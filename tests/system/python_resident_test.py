@@ -100,6 +100,18 @@ class ResidentTest(python_env.LocalClusterCase):
         for name in ("py/lr/x", "py/lr/y", "py/lr/params"):
             c.delete(name)
 
+    def test_put_takes_its_spec_from_rules(self):
+        c = self.cluster
+        m = c.mesh(model=4)
+        w = RNG.standard_normal((8, 16)).astype(np.float32)
+        rules = {"*/bias": P(), "kernel": P(None, "model")}
+        h = c.put("py/rules/l1/kernel", w, m, rules=rules)
+        self.assertEqual(h.spec, P(None, "model"))
+        np.testing.assert_array_equal(c.get(h), w)
+        with self.assertRaises(sm.InvalidArgument):
+            c.put("py/rules/other", w, m, rules=rules)
+        c.delete("py/rules/l1/kernel")
+
     def test_put_tree_rules(self):
         c = self.cluster
         m = c.mesh(model=4)

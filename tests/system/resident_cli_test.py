@@ -208,6 +208,24 @@ class PutGetTest(Case):
         self.assertEqual(code, 65, err)
         self.assertEqual(json.loads(out)["error"]["code"], "NOT_FOUND")
 
+    def test_put_takes_its_spec_from_rules(self):
+        prefix = fresh("rules")
+        w, b = rand((4, 6), np.float32), rand((6,), np.float32)
+        rules = "*/bias=P(); kernel=P(None, 'model'); *=P('data')"
+        for name, array in ((f"{prefix}/l1/kernel", w),
+                            (f"{prefix}/l1/bias", b)):
+            self.assertOk(ctl("put", name, save(array), "--mesh",
+                              "data=2,model=2", "--rules", rules))
+            self.assertBitExact(get(name)[1], array, name)
+        listed = ls(prefix)
+        self.assertEqual(listed[f"{prefix}/l1/kernel"]["spec"],
+                         "P(None, 'model')")
+        self.assertEqual(listed[f"{prefix}/l1/bias"]["spec"], "P()")
+        self.assertError(ctl("put", f"{prefix}/other", save(b), "--mesh",
+                             "data=2", "--rules", "kernel=P('data')"), 64,
+                         "INVALID_ARGUMENT", "--rules", f"{prefix}/other")
+        self.assertNotIn(f"{prefix}/other", ls(prefix))
+
     def test_put_over_another_shape_needs_overwrite(self):
         name = fresh("ow/a")
         a, b, c = (rand((4,), np.float32), rand((6,), np.float32),

@@ -73,6 +73,23 @@ class TreeTest(harness.ClusterTestCase):
         np.testing.assert_allclose(np.load(out), np.maximum(x @ w1, 0) @ w2,
                                    rtol=1e-4, atol=1e-4)
 
+    def test_plan_names_tree_arguments_by_their_path(self):
+        x = np.zeros((4, 8), np.float32)
+        params = self.npz(**{"linear2/kernel": np.zeros((16, 3), np.float32),
+                             "linear1/kernel": np.zeros((8, 16), np.float32)})
+        code, out, err = self.ctl(
+            self.up, "plan", "--mesh", "model=4", "--fn", "mlp_tp", "--arg",
+            self.file(x), "--arg", params, "--in-rules",
+            "linear1/kernel=P(None, 'model'); linear2/kernel=P('model', "
+            "None); *=P()", "--out-spec", "P()", "--kwargs",
+            '{"axes": "model"}', "--json")
+        self.assertEqual(code, 0, err)
+        inputs = json.loads(out)["inputs"]
+        self.assertEqual([a["role"] for a in inputs],
+                         ["args[0]", "args[1]['linear1']['kernel']",
+                          "args[1]['linear2']['kernel']"])
+        self.assertEqual(inputs[1]["block_shape"], [8, 4])
+
     def test_tree_prefix_in_specs_and_tree_output(self):
         w = RNG.standard_normal((8, 4)).astype(np.float32)
         b = RNG.standard_normal((8,)).astype(np.float32)

@@ -323,6 +323,22 @@ TEST_F(ResidentIndexTest, FindOfLostArrayNamesTheWorker) {
   EXPECT_TRUE(index_.Remove("p").ok());
 }
 
+TEST_F(ResidentIndexTest, MarkLostHoldsUntilANewVersionIsCommitted) {
+  index_.Commit(MakeArray("p", 5));
+  index_.MarkLost("p", 4, "an older version");  // not the current one
+  EXPECT_TRUE(index_.Find("p").ok());
+  index_.MarkLost("p", 5, "it was donated to job-3 at version 5");
+  EXPECT_TRUE(StatusIs(index_.Find("p").status(),
+                       absl::StatusCode::kFailedPrecondition,
+                       {"'p'", "lost", "donated to job-3 at version 5"}));
+  ASSERT_EQ(index_.List("p").size(), 1u);
+  EXPECT_TRUE(index_.List("p")[0].lost());
+  // A put (a new version) heals it.
+  index_.Commit(MakeArray("p", 6));
+  EXPECT_TRUE(index_.Find("p").ok());
+  EXPECT_FALSE(index_.List("p")[0].lost());
+}
+
 TEST_F(ResidentIndexTest, ListFiltersByPrefixAndMarksLost) {
   index_.Commit(MakeArray("model/a", 1));
   index_.Commit(MakeArray("model/b", 2, 3, {6}, DType::kInt64));

@@ -225,7 +225,7 @@ absl::Status LoadCheckpointBlock(ResidentStore& store,
   b.device = r.device();
   b.box = Box{layout.BlockOrigin(r.device()), t.shape()};
   b.layout = ResidentStore::ArrayLayout{meta, mesh, SpecFromProto(r.spec())};
-  b.data = std::make_shared<const Tensor>(std::move(t));
+  b.data = std::make_shared<Tensor>(std::move(t));
   return store.Put(r.name(), std::move(b));
 }
 

@@ -138,6 +138,40 @@ uint64_t ResidentStore::Bytes() const {
   return total;
 }
 
+void ResidentStore::DropBefore(const std::string& name, uint64_t version) {
+  std::deque<Block> dropped;  // freed outside the lock
+  absl::MutexLock lock(&mu_);
+  auto it = blocks_.find(name);
+  if (it == blocks_.end()) return;
+  std::deque<Block>& versions = it->second;
+  while (!versions.empty() && versions.front().version < version) {
+    dropped.push_back(std::move(versions.front()));
+    versions.pop_front();
+  }
+  if (versions.empty()) blocks_.erase(it);
+}
+
+absl::StatusOr<ResidentStore::Block> ResidentStore::Take(
+    const std::string& name, uint64_t version) {
+  absl::MutexLock lock(&mu_);
+  auto it = blocks_.find(name);
+  std::deque<Block>* versions = it != blocks_.end() ? &it->second : nullptr;
+  auto taken = versions == nullptr
+                   ? std::deque<Block>::iterator()
+                   : std::find_if(versions->begin(), versions->end(),
+                                  [version](const Block& b) {
+                                    return b.version == version;
+                                  });
+  if (versions == nullptr || taken == versions->end()) {
+    return absl::NotFoundError(absl::StrCat("this worker holds no block of '",
+                                            name, "' version ", version));
+  }
+  Block out = std::move(*taken);
+  versions->erase(versions->begin(), taken + 1);
+  if (versions->empty()) blocks_.erase(it);
+  return out;
+}
+
 // --- What the worker reports when it (re-)registers ---
 
 std::vector<std::pair<std::string, ResidentStore::Block>>

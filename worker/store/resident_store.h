@@ -82,6 +82,16 @@ class ResidentStore {
   // rules, and the error names a file that could not be changed.
   absl::Status Drop(const std::string& name, uint64_t version);
 
+  // A job read `version` of `name`, which the coordinator planned it
+  // against, so every version before it is superseded everywhere: drops
+  // them from memory (the directory keeps only the newest already).
+  void DropBefore(const std::string& name, uint64_t version);
+  // Takes `version` of `name` out of memory for a job that consumes it
+  // (a donated argument, JobSpec.donate_args), with every version before
+  // it; the directory keeps its file until the job's write replaces it or
+  // the coordinator has the name dropped. NOT_FOUND as Find.
+  absl::StatusOr<Block> Take(const std::string& name, uint64_t version);
+
   // --- What the worker reports when it (re-)registers ---
   // Every (name, block) held, every version kept (oldest first per name).
   std::vector<std::pair<std::string, Block>> AllVersions() const;

@@ -292,7 +292,7 @@ void StateDir::Load(std::vector<Loaded>* loaded, std::vector<Bad>* bad) const {
     l.name = name;
     ReadLayout(*doc, &l.block);
     l.block.box.shape = t->shape();
-    l.block.data = std::make_shared<const Tensor>(*std::move(t));
+    l.block.data = std::make_shared<Tensor>(*std::move(t));
     loaded->push_back(std::move(l));
   }
 }

@@ -40,9 +40,11 @@ struct ResidentArrayLayout {
 // One block of a resident array, as a worker holds it.
 struct ResidentBlock {
   uint64_t version = 0;
-  int64_t device = 0;                  // the array's device it belongs to
-  Box box;                             // where it sits in the array
-  std::shared_ptr<const Tensor> data;  // shape == box.shape
+  int64_t device = 0;  // the array's device it belongs to
+  Box box;             // where it sits in the array
+  // shape == box.shape. Made as a (non-const) Tensor, so a job the block
+  // is donated to may take its buffer once it holds the only reference.
+  std::shared_ptr<const Tensor> data;
   // Unknown for blocks a previous run kept without it.
   std::optional<ResidentArrayLayout> layout;
 };
