@@ -16,17 +16,21 @@ class DonationTest : public ShardJobTest {
   DonationTest() {
     // in_place(x) = x + 1, computed in x's own buffer; it records where
     // that buffer is.
-    MustRegister(
-        registry_, Signature("in_place", 1),
-        [this](const CallContext&, std::vector<Tensor>& args,
-               const nlohmann::json&) -> absl::StatusOr<std::vector<Tensor>> {
-          seen_ = args[0].data();
-          float* x = args[0].data_as<float>();
-          for (int64_t i = 0; i < args[0].num_elements(); ++i) x[i] += 1;
-          std::vector<Tensor> out;
-          out.push_back(std::move(args[0]));
-          return out;
-        });
+    EXPECT_TRUE(
+        registry_
+            .Register(
+                sdk::Function("in_place", 1)
+                    .Kernel(
+                        [this](sdk::Context&, const auto& args)
+                            -> absl::StatusOr<std::vector<sdk::TensorView>> {
+                          seen_ = static_cast<const uint8_t*>(args[0].data());
+                          float* x = args[0].template data_as<float>();
+                          for (int64_t i = 0; i < args[0].num_elements(); ++i) {
+                            x[i] += 1;
+                          }
+                          return args;  // handed back without a copy
+                        }))
+            .ok());
   }
 
   // Holds `values` as version `version` of "p" (one device); returns
