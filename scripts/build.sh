@@ -12,6 +12,10 @@ if command -v ccache >/dev/null; then
   # The test command fills the cache with two builds (g++ and clang) and
   # the image build reads it: ccache's default 5 GB evicts between runs.
   export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-12G}"
+  # With -g ccache hashes the build directory too, so a second checkout (CI's
+  # clean clone) would miss every object; the cost is that debug info may
+  # name the other checkout's directory.
+  export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 fi
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "${launcher[@]}" "$@" >/dev/null
 echo "building shardmap (log: build/build.log)..." >&2
