@@ -67,9 +67,10 @@ def main():
         for donate in (False, True):
             mode = "donated" if donate else "copied"
             after_put, peak = run(args, donate, path)
-            print(f"RESULT bench=donation_rss mode={mode} mib={args.mib} "
-                  f"steps={args.steps} put_peak_mib={after_put:.0f} "
-                  f"peak_mib={peak:.0f} copies={(peak - after_put) / args.mib + 1:.2f}",
+            print(f"RESULT impl=shardmap op=update_{mode} n=1 "
+                  f"bytes={args.mib << 20} steps={args.steps} "
+                  f"put_peak_mib={after_put:.0f} peak_mib={peak:.0f} "
+                  f"copies={(peak - after_put) / args.mib + 1:.2f}",
                   flush=True)
 
 

@@ -391,6 +391,30 @@ def builtins(t, out):
                "timing.\n")
 
 
+def donation(t, out):
+    """donation_rss.py: one worker's peak RSS over in-place updates."""
+    rows = []
+    for mode in ("copied", "donated"):
+        key = next((k for k in t.keys()
+                    if k[0] == "shardmap" and k[1] == f"update_{mode}"), None)
+        if key is None:
+            continue
+        reps = t.get(*key)
+        put, peak = field(reps, "put_peak_mib"), field(reps, "peak_mib")
+        copies = field(reps, "copies")
+        rows.append(f"| {mode} | {size_text(key[3])} | {num(med(put))} | "
+                    f"{num(med(peak))} ({span(peak)}) | {num(med(copies))} |")
+    if not rows:
+        return
+    out.append("### A worker's peak memory over in-place updates "
+               "(`--out @big`, with and without `--donate`)\n")
+    out.append("| update | array | peak after the put, MiB | peak after "
+               "the updates, MiB (min–max) | copies held at once |")
+    out.append("|---|---|---|---|---|")
+    out.extend(rows)
+    out.append("")
+
+
 def python_client(t, out):
     """The Python client against the C++ client, same repetition."""
     rows = []
@@ -442,6 +466,7 @@ def main():
     python_client(t, out)
     programs(t, out)
     builtins(t, out)
+    donation(t, out)
     memory(t, out)
     if fails:
         out.append("### Failed steps\n")

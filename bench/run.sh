@@ -5,7 +5,9 @@
 # expression programs (issue 13) against the same computation written
 # natively (program_bench: a fused elementwise chain, an MLP body); and the
 # built-in functions' kernels through the worker's call path (builtin_bench:
-# add, mul, scale, relu, sum, matmul at sizes where compute shows).
+# add, mul, scale, relu, sum, matmul at sizes where compute shows); and a
+# worker's peak RSS over in-place updates of a 128 MiB resident array,
+# copied and donated (donation_rss.py).
 #
 #   bash bench/run.sh            # full: every size, 5 repetitions (~6 min)
 #   bash bench/run.sh --quick    # fewer sizes and iterations, 3 repetitions
@@ -284,6 +286,9 @@ for ((rep = 1; rep <= REPEATS; rep++)); do
   say "rep $rep/$REPEATS: expression programs vs native code"
   step "$rep" "programs" "$STEP_TIMEOUT" "$BIN/program_bench" "${PROGRAM_ARGS[@]}"
   step "$rep" "builtins" "$STEP_TIMEOUT" "$BIN/builtin_bench" "${PROGRAM_ARGS[@]}"
+  say "rep $rep/$REPEATS: a worker's peak memory, updates in place vs donated"
+  step "$rep" "donation_rss" "$STEP_TIMEOUT" /usr/bin/python3 \
+    "$ROOT/bench/donation_rss.py" --bin-dir "$BIN"
 done
 
 say "done; report: $OUT/report.md"
