@@ -63,7 +63,7 @@ absl::StatusOr<v1::PlanResponse> PlanService::Plan(
     }
     plan.program = *std::move(shapes);
   }
-  return ReportPlan(plan, ArgLabels(tree));
+  return ReportPlan(plan, ArgLabels(tree), OutputLabels(tree));
 }
 
 }  // namespace shardmap
