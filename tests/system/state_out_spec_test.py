@@ -3,7 +3,8 @@ whose --memory-budget leaves room for a state's blocks but not for a whole
 replica of it: a job that would store the state replicated (P()) fails in
 the resharding step, after the function ran, and `shardctl get` still
 returns the previous value (numpy) at the previous version and sharding;
-the next job builds on it. A resharding that fits equals numpy, and an
+the next job builds on it. A resharding that fits equals numpy (also with
+auto axes, whose out spec may name only manual ones), and an
 array bound to a state cannot also be donated.
 
 Environment: SHARDMAP_BIN_DIR = directory of the binaries.
@@ -105,6 +106,33 @@ class StateOutSpecTest(harness.ClusterTestCase):
         self.assertEqual(code, 0, err)
         self.assertEqual(self.info("out/m")["spec"], "P('x',)")
         np.testing.assert_array_equal(self.get("out/m"), m + x + x2)
+
+    def test_auto_axes(self):
+        # Manual x, auto y: the blocks are equal along y, and each device
+        # reads only from those that share its y.
+        s = RNG.standard_normal((4, 6))
+        self.ok("put", "out/auto", self.file(s), "--mesh", "x=2,y=2",
+                "--spec", "P('x')")
+        x = RNG.standard_normal((4, 6))
+        code, _, err = self.ctl(
+            self.c, "run", "--mesh", "x=2,y=2", "--axis-names", "x",
+            "--fn", "accumulate", "--arg", self.file(x),
+            "--in-spec", "P('x')", "--state", "buffer=@out/auto",
+            "--state-spec", "P('x')", "--state-out-spec", "buffer=P(None, 'x')",
+            "--out-spec", "P('x')")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.info("out/auto")["spec"], "P(None, 'x')")
+        np.testing.assert_array_equal(self.get("out/auto"), s + x)
+        # An auto axis in the out spec is refused before anything runs.
+        code, _, err = self.ctl(
+            self.c, "run", "--mesh", "x=2,y=2", "--axis-names", "x",
+            "--fn", "accumulate", "--arg", self.file(x),
+            "--in-spec", "P(None, 'x')", "--state", "buffer=@out/auto",
+            "--state-spec", "P(None, 'x')",
+            "--state-out-spec", "buffer=P('y')", "--out-spec", "P(None, 'x')")
+        self.assertEqual(code, DATA_ERR, err)
+        self.assertIn("the out_spec of state 'buffer'", err)
+        np.testing.assert_array_equal(self.get("out/auto"), s + x)
 
     def test_a_state_cannot_be_donated(self):
         d = np.ones(8, np.float64)
