@@ -12,7 +12,6 @@
 #include "rpc/trace_context.h"
 #include "server/function_availability.h"
 #include "server/planner.h"
-#include "server/state_reshard.h"
 #include "server/tree_job.h"
 #include "wire/proto_convert.h"
 
@@ -170,8 +169,6 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
       PlanTreeJob(
           tree, [&function](const std::string&) { return function; }, index_,
           options_.programs));
-  SHARD_ASSIGN_OR_RETURN(const std::vector<StateReshard> reshards,
-                         PlanStateReshards(spec, plan));
   if (plan.input_bytes() > options_.max_job_bytes) {
     return absl::ResourceExhaustedError(
         absl::StrCat("the job's arguments total ", plan.input_bytes(),
@@ -217,23 +214,6 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
     outcome->outputs = returned;
     outcome->data_hash = data_hash;
     claim->Finish(std::move(outcome));
-  }
-  // States stored back in their --state-out-spec sharding, still under the
-  // job's locks. The job itself is committed and its call recorded above,
-  // so a retry after a failure here gets that answer instead of applying
-  // the step twice; the error says the state keeps the job's sharding.
-  if (!reshards.empty()) {
-    SHARD_RETURN_IF_ERROR(RunStateReshards(
-        job_id, reshards, plan,
-        [this](const std::string& name) {
-          v1::JobSpec identity;
-          identity.set_function(name);
-          return options_.catalog != nullptr
-                     ? options_.catalog->Resolve(identity)
-                     : pool_->FindFunction(name);
-        },
-        index_, runner_, workers, call.deadline,
-        [stream] { return stream->cancelled(); }));
   }
   held.reset();
   return SendResult(result, returned, stream);

@@ -63,7 +63,8 @@ std::string ManualAxesLine(const JobPlan& plan) {
 }  // namespace
 
 absl::StatusOr<v1::PlanResponse> ReportPlan(
-    const JobPlan& plan, const std::vector<std::string>& arg_labels) {
+    const JobPlan& plan, const std::vector<std::string>& arg_labels,
+    const std::vector<std::string>& out_labels) {
   v1::PlanResponse r;
   const bool program = plan.program != nullptr;
   r.set_function(plan.function.name());
@@ -92,7 +93,8 @@ absl::StatusOr<v1::PlanResponse> ReportPlan(
   int64_t gather = program ? 0 : -1;
   for (size_t o = 0; o < plan.out_specs.size(); ++o) {
     v1::PlannedArray* p = r.add_outputs();
-    p->set_role(absl::StrCat("output ", o));
+    p->set_role(o < out_labels.size() ? out_labels[o]
+                                      : absl::StrCat("output ", o));
     *p->mutable_spec() = SpecToProto(plan.out_specs[o]);
     p->set_resident_name(plan.StoredAs(o));
     if (!program) {

@@ -20,9 +20,12 @@ namespace shardmap {
 // or a native function's shape program; without one they are reported as
 // unknown (-1) and the text says so.
 // `arg_labels`: what to call each argument (server/tree_job.h ArgLabels);
-// "args[i]" for those it does not name.
+// "args[i]" for those it does not name. `out_labels`: what to call each
+// output (OutputLabels, tree paths); "output o" for those it does not
+// name.
 absl::StatusOr<v1::PlanResponse> ReportPlan(
-    const JobPlan& plan, const std::vector<std::string>& arg_labels = {});
+    const JobPlan& plan, const std::vector<std::string>& arg_labels = {},
+    const std::vector<std::string>& out_labels = {});
 
 }  // namespace shardmap
 

@@ -5,7 +5,6 @@
 #include "program/dtypes.h"
 #include "server/plan_report.h"
 #include "server/planner.h"
-#include "server/state_reshard.h"
 #include "server/tree_job.h"
 #include "wire/shape_program.h"
 #include "wire/signature.h"
@@ -22,7 +21,6 @@ absl::StatusOr<v1::PlanResponse> PlanService::Plan(
       PlanTreeJob(
           tree, [&function](const std::string&) { return function; }, index_,
           programs_));
-  SHARD_RETURN_IF_ERROR(PlanStateReshards(tree.flat, plan).status());
   if (plan.program == nullptr && !plan.function.shape_program().empty()) {
     // A native function with a shape program: its shapes and costs are
     // those of the same computation as a program.
@@ -65,7 +63,7 @@ absl::StatusOr<v1::PlanResponse> PlanService::Plan(
     }
     plan.program = *std::move(shapes);
   }
-  return ReportPlan(plan, ArgLabels(tree));
+  return ReportPlan(plan, ArgLabels(tree), OutputLabels(tree));
 }
 
 }  // namespace shardmap

@@ -12,6 +12,7 @@
 #include "program/dtypes.h"
 #include "server/donation.h"
 #include "server/job_axes.h"
+#include "server/state_reshard.h"
 #include "wire/signature.h"
 
 namespace shardmap {
@@ -394,6 +395,7 @@ absl::StatusOr<JobPlan> PlanJob(const v1::JobSpec& spec,
     plan.states.push_back(std::move(st));
   }
   if (!plan.check_rep) SHARD_RETURN_IF_ERROR(RefuseUncheckedCopies(plan));
+  SHARD_RETURN_IF_ERROR(PlanStateOutSpecs(spec, &plan));
   SHARD_RETURN_IF_ERROR(PlanDonations(spec, &plan));
   plan.access = AccessOf(spec, plan.function);
   return plan;

@@ -54,6 +54,14 @@ struct StatePlan {
   ResidentArray array;
   PartitionSpec spec;  // its sharding in this job (P() by default)
   bool write = false;
+  // A written slot's --state-out-spec (StateBinding.out_spec) when it
+  // splits the array otherwise than `spec` (server/state_reshard.h).
+  std::optional<PartitionSpec> out_spec;
+  // The sharding a written slot is stored back in.
+  PartitionSpec stored_spec() const {
+    if (out_spec.has_value()) return *out_spec;
+    return spec.unsplit() ? PartitionSpec() : spec;
+  }
 };
 
 struct JobPlan {

@@ -96,7 +96,7 @@ absl::Status ResidentCommit::Publish(
     if (!st.write) continue;
     ResidentArray a = st.array;
     a.mesh = plan.mesh;
-    a.spec = st.spec.unsplit() ? PartitionSpec() : st.spec;
+    a.spec = st.stored_spec();
     a.worker_ids = ids;
     a.addresses = addresses;
     a.version = state_versions_[i];

@@ -75,6 +75,7 @@ v1::ShardRequest JobRequest(const std::string& job_id, const JobPlan& plan,
     t->set_version((*common.output_versions)[o]);
     *t->mutable_spec() = SpecToProto(plan.out_specs[o]);
   }
+  bool has_out_specs = false;
   for (size_t i = 0; i < plan.states.size(); ++i) {
     const StatePlan& st = plan.states[i];
     v1::StateSlot* slot = job->add_states();
@@ -82,6 +83,12 @@ v1::ShardRequest JobRequest(const std::string& job_id, const JobPlan& plan,
     *slot->mutable_source() = SourceOf(st.array, st.spec);
     slot->set_write(st.write);
     slot->set_write_version((*common.state_versions)[i]);
+    if (st.out_spec.has_value()) has_out_specs = true;
+  }
+  if (has_out_specs) {  // --state-out-spec (server/state_reshard.h)
+    for (const StatePlan& st : plan.states) {
+      *job->add_state_out_specs() = SpecToProto(st.stored_spec());
+    }
   }
   job->set_two_phase(common.two_phase);
   return request;

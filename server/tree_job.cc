@@ -172,6 +172,7 @@ absl::StatusOr<TreeJob> FlattenJobTrees(const v1::JobSpec& spec) {
   // Outputs: only with an out_tree is their number known here.
   if (spec.has_out_tree()) {
     SHARD_RETURN_IF_ERROR(ValidateTree(spec.out_tree(), "out_tree"));
+    job.out_leaves = TreeLeafPaths(spec.out_tree());
     if (spec.out_specs_size() == 0 && spec.out_rules_size() == 0) {
       return absl::InvalidArgumentError(
           "out_specs is missing: give one spec for all outputs, a tree "
@@ -222,6 +223,14 @@ std::vector<std::string> ArgLabels(const TreeJob& job) {
   }
   for (const TreeLeafPath& leaf : job.arg_leaves) {
     labels.push_back(absl::StrCat("args", leaf.key));
+  }
+  return labels;
+}
+
+std::vector<std::string> OutputLabels(const TreeJob& job) {
+  std::vector<std::string> labels;
+  for (const TreeLeafPath& leaf : job.out_leaves) {
+    labels.push_back(absl::StrCat("out", leaf.key));
   }
   return labels;
 }

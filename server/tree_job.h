@@ -33,13 +33,19 @@ struct TreeJob {
   // it got ("in_specs[0]", or "in_rules 'kernel'").
   std::vector<TreeLeafPath> arg_leaves;
   std::vector<std::string> in_spec_names;
-  // Per output leaf of out_tree: the name of its spec.
+  // Per output leaf of out_tree (none without one): its key path, and the
+  // name of its spec.
+  std::vector<TreeLeafPath> out_leaves;
   std::vector<std::string> out_spec_names;
 };
 
 // What each argument leaf is called in plans and errors: "args[0]['w']"
 // (JAX's keystr) for a job with trees, else "args[i]".
 std::vector<std::string> ArgLabels(const TreeJob& job);
+// What each output is called in plans: "out['sum']" (keystr in
+// out_tree, as shardctl run prints it) for a job with an out_tree; empty
+// without one.
+std::vector<std::string> OutputLabels(const TreeJob& job);
 
 // Validates and flattens the trees of `spec`. INVALID_ARGUMENT: a malformed
 // tree (ValidateTree), leaf counts that do not match args/in_specs/

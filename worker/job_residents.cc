@@ -49,6 +49,27 @@ absl::StatusOr<std::optional<Tensor>> TakeDonated(const v1::ResidentSource& src,
   return std::optional<Tensor>(taken.data->Clone());
 }
 
+// INVALID_ARGUMENT unless `value` is the block of the state `slot` that
+// `spec` gives this device (`spec` unsplit: P()).
+absl::Status CheckBlock(const v1::StateSlot& slot, const Mesh& mesh,
+                        const v1::PartitionSpec& spec, const Tensor& value) {
+  const v1::ResidentSource& src = slot.source();
+  SHARD_ASSIGN_OR_RETURN(ArrayMeta meta,
+                         HeaderFromProto(src.header(), src.name()));
+  PartitionSpec s = SpecFromProto(spec);
+  if (s.unsplit()) s = PartitionSpec();
+  SHARD_ASSIGN_OR_RETURN(
+      BlockLayout layout,
+      BlockLayout::Create(mesh, s, meta.shape, "the state's spec", src.name()));
+  if (value.dtype() != meta.dtype || value.shape() != layout.block_shape()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "state '", slot.slot(), "' (", src.name(), ") must keep its block ",
+        ShapeString(meta.dtype, layout.block_shape()),
+        " but the function left ", ShapeString(value.dtype(), value.shape())));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status FetchResidents(const v1::ShardJob& header, const Mesh& mesh,
@@ -122,33 +143,26 @@ absl::Status StageWrites(const v1::ShardJob& header, const Mesh& mesh,
                                 SpecFromProto(target.spec()),
                                 std::move(outputs[o])));
   }
-  for (const v1::StateSlot& slot : header.states()) {
+  for (int i = 0; i < header.states_size(); ++i) {
+    const v1::StateSlot& slot = header.states(i);
     if (!slot.write()) continue;
     auto it = states->find(slot.slot());
     if (it == states->end()) continue;
-    const v1::ResidentSource& src = slot.source();
-    SHARD_ASSIGN_OR_RETURN(ArrayMeta meta,
-                           HeaderFromProto(src.header(), src.name()));
-    Tensor& value = it->second;
-    SHARD_ASSIGN_OR_RETURN(
-        BlockLayout layout,
-        BlockLayout::Create(mesh,
-                            SpecFromProto(src.job_spec()).unsplit()
-                                ? PartitionSpec()
-                                : SpecFromProto(src.job_spec()),
-                            meta.shape, "the state's spec", src.name()));
-    if (value.dtype() != meta.dtype || value.shape() != layout.block_shape()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "state '", slot.slot(), "' (", src.name(), ") must keep its block ",
-          ShapeString(meta.dtype, layout.block_shape()),
-          " but the function left ",
-          ShapeString(value.dtype(), value.shape())));
-    }
-    SHARD_RETURN_IF_ERROR(stage(src.name(), slot.write_version(),
-                                SpecFromProto(src.job_spec()),
-                                std::move(value)));
+    // In its out spec when it has one (then resharded already and of that
+    // spec's block shape), else as the job read it.
+    const bool out = i < header.state_out_specs_size();
+    const v1::PartitionSpec& spec =
+        out ? header.state_out_specs(i) : slot.source().job_spec();
+    SHARD_RETURN_IF_ERROR(CheckBlock(slot, mesh, spec, it->second));
+    SHARD_RETURN_IF_ERROR(stage(slot.source().name(), slot.write_version(),
+                                SpecFromProto(spec), std::move(it->second)));
   }
   return absl::OkStatus();
+}
+
+absl::Status CheckStateBlock(const v1::StateSlot& slot, const Mesh& mesh,
+                             const Tensor& value) {
+  return CheckBlock(slot, mesh, slot.source().job_spec(), value);
 }
 
 }  // namespace shardmap

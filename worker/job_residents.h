@@ -34,8 +34,16 @@ absl::Status FetchResidents(const v1::ShardJob& header, const Mesh& mesh,
                             std::vector<Tensor>* args,
                             std::map<std::string, Tensor>* states);
 
+// INVALID_ARGUMENT naming the state unless `value` is, by dtype and
+// shape, this device's block of the written state `slot` in the job's
+// spec for it (the function must not change a state's block shape).
+absl::Status CheckStateBlock(const v1::StateSlot& slot, const Mesh& mesh,
+                             const Tensor& value);
+
 // Stages the job's resident writes under its job id; stored outputs and
-// states are moved out of `outputs` and `states`, not copied. Errors:
+// states are moved out of `outputs` and `states`, not copied. A state with
+// an out spec (ShardJob.state_out_specs) is staged in it: its block in
+// `states` must be that spec's (worker/state_out_reshard.h). Errors:
 // INVALID_ARGUMENT naming the output or state (past the outputs, a block
 // that does not fit its spec, a state whose block changed its shape).
 absl::Status StageWrites(const v1::ShardJob& header, const Mesh& mesh,

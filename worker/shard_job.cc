@@ -13,6 +13,7 @@
 #include "wire/proto_convert.h"
 #include "worker/collectives/communicator.h"
 #include "worker/job_residents.h"
+#include "worker/state_out_reshard.h"
 
 namespace shardmap {
 namespace {
@@ -116,8 +117,12 @@ absl::Status ShardJob::Run() {
   v1::ShardResponse response;
   v1::ShardOutputs* described = response.mutable_outputs();
   std::map<std::string, Tensor> states;
+  // Staged writes, and the blocks exposed for states stored in another
+  // sharding (Execute), are dropped on every way out but a commit.
+  StagedWrites staged(services_.store, job_id);
+  MemoryBudget::Reservation reshard_memory;
   SHARD_ASSIGN_OR_RETURN(std::vector<Tensor> outputs,
-                         Execute(mesh, described, &states));
+                         Execute(mesh, described, &states, &reshard_memory));
   MemoryBudget::Reservation outputs_memory;
   if (services_.budget != nullptr) {
     uint64_t bytes = 0;
@@ -133,14 +138,6 @@ absl::Status ShardJob::Run() {
     *described->add_outputs() = HeaderToProto(t.dtype(), t.shape());
     described->add_digests(Digest(t));
   }
-  for (const v1::StateSlot& slot : header.states()) {
-    auto it = states.find(slot.slot());
-    described->add_state_digests(
-        slot.write() && it != states.end()
-            ? ReplicaDigest(mesh, slot.source().job_spec(), it->second)
-            : 0);
-  }
-  StagedWrites staged(services_.store, job_id);
   SHARD_RETURN_IF_ERROR(
       StageWrites(header, mesh, device, outputs, &states, *services_.store));
   if (stream_->cancelled()) return absl::CancelledError("job cancelled");
@@ -151,7 +148,8 @@ absl::Status ShardJob::Run() {
 
 absl::StatusOr<std::vector<Tensor>> ShardJob::Execute(
     const Mesh& mesh, v1::ShardOutputs* described,
-    std::map<std::string, Tensor>* states) {
+    std::map<std::string, Tensor>* states,
+    MemoryBudget::Reservation* reshard_memory) {
   const v1::ShardJob& header = received_.header;
   const int64_t device = received_.call.device_id;
   // Declared in the order they are set up: they end in reverse, the turn
@@ -211,8 +209,51 @@ absl::StatusOr<std::vector<Tensor>> ShardJob::Execute(
     described->add_read_state_digests(
         ReplicaDigest(mesh, slot.source().job_spec(), states->at(slot.slot())));
   }
-  return services_.executor->Run(std::move(received_.call), comm.get(),
-                                 header.states_size() > 0 ? states : nullptr);
+  SHARD_ASSIGN_OR_RETURN(
+      std::vector<Tensor> outputs,
+      services_.executor->Run(std::move(received_.call), comm.get(),
+                              header.states_size() > 0 ? states : nullptr));
+  // The written states' digests, in the job's sharding (the coordinator
+  // compares their copies by the job's specs).
+  for (const v1::StateSlot& slot : header.states()) {
+    auto it = states->find(slot.slot());
+    described->add_state_digests(
+        slot.write() && it != states->end()
+            ? ReplicaDigest(mesh, slot.source().job_spec(), it->second)
+            : 0);
+  }
+  if (ReshardsStates(header)) {
+    SHARD_RETURN_IF_ERROR(ReshardWrittenStates(
+        header, mesh, device, *services_.peers, *services_.store,
+        ReshardHooks(header, mesh, comm.get(), reshard_memory), deadline_,
+        states));
+  }
+  return outputs;
+}
+
+StateReshardHooks ShardJob::ReshardHooks(
+    const v1::ShardJob& header, const Mesh& mesh, Communicator* comm,
+    MemoryBudget::Reservation* memory) const {
+  StateReshardHooks hooks;
+  // A psum of one number over the manual axes: every device of this one's
+  // group has exposed its blocks once it returns.
+  hooks.barrier = [&header, &mesh, comm]() -> absl::Status {
+    if (comm == nullptr) return absl::OkStatus();  // one device
+    Axes axes(header.manual_axes().begin(), header.manual_axes().end());
+    if (axes.empty()) {
+      for (const MeshAxis& a : mesh.axes()) axes.push_back(a.name);
+    }
+    SHARD_ASSIGN_OR_RETURN(Tensor one, Tensor::Create(DType::kInt32, Shape{}));
+    return comm->Psum(one, axes).status();
+  };
+  if (MemoryBudget* budget = services_.budget; budget != nullptr) {
+    hooks.reserve = [budget, memory](uint64_t bytes,
+                                     const std::string& what) -> absl::Status {
+      SHARD_ASSIGN_OR_RETURN(*memory, budget->Reserve(bytes, what));
+      return absl::OkStatus();
+    };
+  }
+  return hooks;
 }
 
 absl::Status ShardJob::Send(const v1::ShardResponse& response,

@@ -32,9 +32,12 @@
 #include "worker/shard_call_receiver.h"
 #include "worker/shard_executor.h"
 #include "worker/shard_stream.h"
+#include "worker/state_out_reshard.h"
 #include "worker/store/resident_store.h"
 
 namespace shardmap {
+
+class Communicator;  // worker/collectives/communicator.h
 
 class ShardJob {
  public:
@@ -80,9 +83,17 @@ class ShardJob {
   // Waits for the turn and runs the function with its resident blocks and
   // collectives; the turn ends when this returns. The digests of what the
   // device read go to `described`; the states it keeps, to `states`.
+  // Written states with an out spec are left in it
+  // (worker/state_out_reshard.h), the memory that takes in `reshard_memory`.
   absl::StatusOr<std::vector<Tensor>> Execute(
       const Mesh& mesh, v1::ShardOutputs* described,
-      std::map<std::string, Tensor>* states);
+      std::map<std::string, Tensor>* states,
+      MemoryBudget::Reservation* reshard_memory);
+  // The resharding's barrier (over `comm`, null for a one-device job) and
+  // reservation (into `memory`).
+  StateReshardHooks ReshardHooks(const v1::ShardJob& header, const Mesh& mesh,
+                                 Communicator* comm,
+                                 MemoryBudget::Reservation* memory) const;
   // The outputs' headers and digests (all in `response`), then the chunks
   // of the outputs the coordinator asked for.
   absl::Status Send(const v1::ShardResponse& response,

@@ -90,6 +90,29 @@ class TreeTest(harness.ClusterTestCase):
                           "args[1]['linear2']['kernel']"])
         self.assertEqual(inputs[1]["block_shape"], [8, 4])
 
+    def test_plan_names_tree_outputs_by_their_path(self):
+        params = self.npz(w=np.zeros((8, 4), np.float32),
+                          b=np.zeros(8, np.float32))
+        code, out, err = self.ctl(
+            self.up, "plan", "--mesh", "x=2,y=2",
+            "--expr", "lambda b, w: (b * 2.0, w + 1.0)",
+            "--arg", params, "--in-spec", "{'b': P('x'), 'w': P('x', 'y')}",
+            "--out-tree", "{'new': {'b': *, 'w': *}}",
+            "--out-rules", "*/w=P('x', 'y'); *=P('x')", "--json")
+        self.assertEqual(code, 0, err)
+        outputs = json.loads(out)["outputs"]
+        self.assertEqual([a["role"] for a in outputs],
+                         ["out['new']['b']", "out['new']['w']"])
+        self.assertEqual(outputs[1]["block_shape"], [4, 2])
+        # Without an out_tree, outputs keep their numbers.
+        code, out, err = self.ctl(
+            self.up, "plan", "--mesh", "x=2", "--expr", "lambda b, w: b",
+            "--arg", params, "--in-spec", "P('x')", "--out-spec", "P('x')",
+            "--json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual([a["role"] for a in json.loads(out)["outputs"]],
+                         ["output 0"])
+
     def test_tree_prefix_in_specs_and_tree_output(self):
         w = RNG.standard_normal((8, 4)).astype(np.float32)
         b = RNG.standard_normal((8,)).astype(np.float32)

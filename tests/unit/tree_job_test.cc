@@ -130,6 +130,24 @@ TEST(TreeJobTest, OutTreeLeavesMustMatchTheOutputs) {
                        {"out_tree has 2 leaves but split3 has 3 outputs"}));
 }
 
+TEST(TreeJobTest, OutputsAreLabelledByTheirPathInOutTree) {
+  v1::JobSpec job;
+  job.set_function("split3");
+  *job.mutable_mesh() = MeshToProto(*Mesh::Parse("x=2"));
+  *job.add_args() = HeaderToProto(DType::kFloat32, {8});
+  *job.add_in_specs() = Spec("P('x')");
+  *job.add_out_specs() = Spec("P('x')");
+  auto flat = FlattenJobTrees(job);
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  EXPECT_TRUE(OutputLabels(*flat).empty());  // no out_tree: numbered
+  *job.mutable_out_tree() = Tree("{'b': [*, *], 'a': *}");
+  auto t = FlattenJobTrees(job);
+  ASSERT_TRUE(t.ok()) << t.status();
+  // Leaves in JAX's order (dict keys sorted).
+  EXPECT_EQ(OutputLabels(*t), (std::vector<std::string>{
+                                  "out['a']", "out['b'][0]", "out['b'][1]"}));
+}
+
 TEST(TreeJobTest, StateRulesGiveUnspecifiedStatesASpec) {
   v1::JobSpec job = TreeJobSpec();
   *job.add_in_specs() = Spec("P()");

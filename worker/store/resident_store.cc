@@ -29,6 +29,11 @@ absl::StatusOr<ResidentStore::Block> ResidentStore::Find(
       if (b.version == version) return b;
     }
   }
+  for (const auto& [job_id, blocks] : exposed_) {
+    for (const auto& [exposed_name, b] : blocks) {
+      if (exposed_name == name && b.version == version) return b;
+    }
+  }
   return absl::NotFoundError(absl::StrCat("this worker holds no block of '",
                                           name, "' version ", version));
 }
@@ -49,10 +54,21 @@ void ResidentStore::Stage(const std::string& job_id, const std::string& name,
   staged_[job_id].emplace_back(name, std::move(block));
 }
 
+void ResidentStore::Expose(const std::string& job_id, const std::string& name,
+                           Block block) {
+  absl::MutexLock lock(&mu_);
+  exposed_[job_id].emplace_back(name, std::move(block));
+}
+
 absl::Status ResidentStore::Commit(const std::string& job_id) {
   std::vector<std::pair<std::string, Block>> blocks;
+  std::vector<std::pair<std::string, Block>> exposed;  // freed unlocked
   {
     absl::MutexLock lock(&mu_);
+    if (auto e = exposed_.find(job_id); e != exposed_.end()) {
+      exposed = std::move(e->second);
+      exposed_.erase(e);
+    }
     auto it = staged_.find(job_id);
     if (it == staged_.end()) return absl::OkStatus();
     blocks = std::move(it->second);
@@ -62,8 +78,16 @@ absl::Status ResidentStore::Commit(const std::string& job_id) {
 }
 
 void ResidentStore::Abort(const std::string& job_id) {
+  std::vector<std::pair<std::string, Block>> staged, exposed;  // freed after
   absl::MutexLock lock(&mu_);
-  staged_.erase(job_id);
+  if (auto it = staged_.find(job_id); it != staged_.end()) {
+    staged = std::move(it->second);
+    staged_.erase(it);
+  }
+  if (auto it = exposed_.find(job_id); it != exposed_.end()) {
+    exposed = std::move(it->second);
+    exposed_.erase(it);
+  }
 }
 
 absl::Status ResidentStore::Put(const std::string& name, Block block) {

@@ -55,7 +55,8 @@ class ResidentStore {
   // The arrays LoadDirectory skipped, with the file and the reason.
   std::vector<BadArray> BadArrays() const;
 
-  // NOT_FOUND if this worker holds no such version of `name`.
+  // NOT_FOUND if this worker holds no such version of `name` (stored or
+  // exposed).
   absl::StatusOr<Block> Find(const std::string& name, uint64_t version) const;
   // Every (name, newest block) held, for listings and checkpoints.
   std::vector<std::pair<std::string, Block>> All() const;
@@ -65,11 +66,20 @@ class ResidentStore {
 
   // Keeps `block` as the next version of `name` once `job_id` commits.
   void Stage(const std::string& job_id, const std::string& name, Block block);
+  // Makes `block` readable by Find (so by the job's peers' ReadBlock) as
+  // `block.version` of `name` while `job_id` runs: a written state's block
+  // in the job's sharding, which the job's devices reshard into its out
+  // spec (ShardJob.state_out_specs). It is memory only: never stored,
+  // persisted, listed, counted or reported, and Commit or Abort of the
+  // job forgets it.
+  void Expose(const std::string& job_id, const std::string& name, Block block);
   // Stores the job's staged blocks: all of them or, if they cannot be
   // persisted, none (the error names the file and the system's reason;
   // the staged blocks are dropped either way). INVALID_ARGUMENT for a name
   // that breaks the rules (core/array_name.h). OK for an unknown job.
+  // Forgets the job's exposed blocks.
   absl::Status Commit(const std::string& job_id);
+  // Drops the job's staged and exposed blocks.
   void Abort(const std::string& job_id);
   // Stores at once (a restored checkpoint). Errors as Commit.
   absl::Status Put(const std::string& name, Block block);
@@ -114,6 +124,9 @@ class ResidentStore {
   mutable absl::Mutex mu_;
   std::map<std::string, std::deque<Block>> blocks_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::vector<std::pair<std::string, Block>>> staged_
+      ABSL_GUARDED_BY(mu_);
+  // Per job: the blocks Expose made readable.
+  std::map<std::string, std::vector<std::pair<std::string, Block>>> exposed_
       ABSL_GUARDED_BY(mu_);
   std::vector<BadArray> bad_ ABSL_GUARDED_BY(mu_);
 };
