@@ -164,6 +164,21 @@ class CollectivesTest(unittest.TestCase):
                            rand((8 * n, 3), np.int32),
                            {"axes": axes, "split_axis": 0, "concat_axis": 1})
 
+    def test_large_blocks(self):
+        # Blocks of 256 KiB and more per device: between workers on one
+        # host they are lent (the receiver copies them straight from the
+        # sender's memory) where the kernel allows it, else ringed.
+        x = rand((8 * 65536, 2), np.float32)
+        n = 8
+        axes = ["x", "y", "z"]
+        self.check("ppermute", ref.c_ppermute, x,
+                   {"axes": axes, "perm": [[i, (i + 3) % n] for i in range(n)]})
+        self.check("all_gather", ref.c_all_gather, x,
+                   {"axes": axes, "axis": 0, "tiled": True})
+        self.check("all_to_all", ref.c_all_to_all, x,
+                   {"axes": axes, "split_axis": 0, "concat_axis": 1,
+                    "tiled": True})
+
     def test_axis_index(self):
         for axes in AXES:
             with self.subTest(axes=axes):
