@@ -14,11 +14,11 @@
 // sender's host identity equals ours, replacing any earlier channel from
 // that address; ReceiverFrom hands it to the job transports.
 //
-// Single copy: Attach also probes whether this process may read the
-// sender's memory (ProbeSingleCopy); if so, the sender lends large
-// messages (ShmSender::Lend) and the receiver copies them straight out of
-// it. If not (EPERM: another user, Yama ptrace_scope 2 or 3, a seccomp
-// filter; another pid namespace), it says so once in the log and the
+// Single copy (when both have Options::single_copy): Attach also probes whether
+// this process may read the sender's memory (ProbeSingleCopy); if so, the
+// sender lends large messages (ShmSender::Lend) and the receiver copies them
+// straight out of it. If not (EPERM: another user, Yama ptrace_scope 2 or 3, a
+// seccomp filter; another pid namespace), it says so once in the log and the
 // channel copies through the ring.
 //
 // Restarted peers: callers may name the process (incarnation) they expect
@@ -60,8 +60,12 @@ class ShmNetwork {
     // What counts as "the same host"; LocalHostIdentity() if empty.
     std::string host_identity;
     // Offer single-copy transfers (the peer reads large messages straight
-    // from this process's memory) and accept them from peers.
-    bool single_copy = true;
+    // from this process's memory) and accept them from peers: both ends of
+    // a channel must have it on (--shm-single-copy). Off by default: where
+    // process_vm_readv pins pages slowly (measured in a VM: one such copy
+    // costs about two memcpys, three when both peers read each other at
+    // once) the ring's two copies are faster (docs/DESIGN.md).
+    bool single_copy = false;
     // Reads peers' memory for single-copy transfers; null: the process's
     // ProcessVmReader. Not owned.
     CrossMemory* memory = nullptr;

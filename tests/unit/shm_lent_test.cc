@@ -200,15 +200,18 @@ TEST(ShmLentChannelTest, WithdrawnAndUnreadMessagesFailClearly) {
       absl::StatusCode::kAborted);
 }
 
-// Through ShmPeer.Attach: a peer that may read this process's memory
-// gets lent messages; one whose kernel refuses keeps the channel on the
+// Through ShmPeer.Attach: with single copy on at both ends, a peer that
+// may read this process's memory gets lent messages; one whose kernel
+// refuses, or that has it off (the default), keeps the channel on the
 // ring, and the same calls still deliver.
 TEST(ShmLentNetworkTest, LendsOnlyWhenThePeerCanRead) {
   RefusingMemory refusing;
-  for (bool allowed : {true, false}) {
+  for (int mode : {0, 1, 2}) {  // allowed, refused, off at the receiver
+    const bool allowed = mode == 0;
     ShmNetwork::Options b_options;
-    if (!allowed) b_options.memory = &refusing;
-    Pair p(b_options);
+    b_options.single_copy = mode != 2;
+    if (mode == 1) b_options.memory = &refusing;
+    Pair p(b_options, /*single_copy=*/true);
     std::shared_ptr<ShmSender> sender =
         p.a->SenderTo(p.b_address, In(absl::Seconds(5)));
     ASSERT_NE(sender, nullptr);
@@ -232,6 +235,16 @@ TEST(ShmLentNetworkTest, LendsOnlyWhenThePeerCanRead) {
         sender->Settle(&tickets, false, In(absl::Seconds(10)), kNever).ok());
   }
   EXPECT_EQ(refusing.reads, 1);  // probed once, at Attach
+  // Off at the sender (the default): it offers nothing to probe.
+  ShmNetwork::Options b_options;
+  b_options.single_copy = true;
+  b_options.memory = &refusing;
+  Pair p(b_options);
+  std::shared_ptr<ShmSender> sender =
+      p.a->SenderTo(p.b_address, In(absl::Seconds(5)));
+  ASSERT_NE(sender, nullptr);
+  EXPECT_FALSE(sender->lends());
+  EXPECT_EQ(refusing.reads, 1);
 }
 
 }  // namespace

@@ -41,7 +41,9 @@ struct Channel {
 
 // Two networks, the receiving one serving ShmPeer on 127.0.0.1.
 struct Pair {
-  explicit Pair(ShmNetwork::Options receiver_options) {
+  // `single_copy`: the sender offers single-copy transfers.
+  explicit Pair(ShmNetwork::Options receiver_options,
+                bool single_copy = false) {
     receiver_options.ring_bytes = 64 << 10;
     b = std::make_unique<ShmNetwork>(receiver_options, &channels);
     service = std::make_unique<ShmPeerService>(b.get());
@@ -55,6 +57,7 @@ struct Pair {
     ShmNetwork::Options a_options;
     a_options.my_address = "a:1";
     a_options.ring_bytes = 64 << 10;
+    a_options.single_copy = single_copy;
     a = std::make_unique<ShmNetwork>(a_options, &channels);
   }
   ~Pair() { server->Shutdown(); }

@@ -220,6 +220,12 @@ absl::Status ShmSender::Settle(std::vector<ShmLentTicket>* tickets,
     }
     tickets->swap(left);
     if (tickets->empty()) return result;
+    // The reader is usually at it already: poll a little (yielding the
+    // core) before the checks and a futex sleep.
+    if (absl::Now() < spin_until) {
+      sched_yield();
+      continue;
+    }
     if (!ring_->PeerAlive()) {  // nobody reads them any more
       for (const ShmLentTicket& t : *tickets) release(t);
       tickets->clear();
@@ -247,10 +253,6 @@ absl::Status ShmSender::Settle(std::vector<ShmLentTicket>* tickets,
     } else if (now >= give_up) {
       tickets->clear();
       return result;
-    }
-    if (now < spin_until) {
-      sched_yield();
-      continue;
     }
     slots_.WaitForRelease(
         seen, abandon ? ShmRing::kWaitSlice
