@@ -22,13 +22,19 @@ absl::Status ShmPeerTransport::CheckPeer(int64_t peer,
 
 absl::Status ShmPeerTransport::Send(int64_t to, const PeerMessage& message,
                                     absl::Span<const uint8_t> data) {
+  return Post(to, message, data, /*lend=*/false);
+}
+
+absl::Status ShmPeerTransport::Post(int64_t to, const PeerMessage& message,
+                                    absl::Span<const uint8_t> data, bool lend) {
   SHARD_RETURN_IF_ERROR(CheckPeer(to, message, "send to"));
   std::shared_ptr<ShmSender> sender = options_.sender(to);
   if (sender == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("no shared-memory channel to device ", to));
   }
-  return SendVia(*sender, to, message, data);
+  return lend ? LendVia(std::move(sender), to, message, data)
+              : SendVia(*sender, to, message, data);
 }
 
 absl::Status ShmPeerTransport::Recv(int64_t from, const PeerMessage& message,
@@ -44,13 +50,7 @@ absl::Status ShmPeerTransport::Recv(int64_t from, const PeerMessage& message,
 
 absl::Status ShmPeerTransport::Lend(int64_t to, const PeerMessage& message,
                                     absl::Span<const uint8_t> data) {
-  SHARD_RETURN_IF_ERROR(CheckPeer(to, message, "send to"));
-  std::shared_ptr<ShmSender> sender = options_.sender(to);
-  if (sender == nullptr) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("no shared-memory channel to device ", to));
-  }
-  return LendVia(std::move(sender), to, message, data);
+  return Post(to, message, data, /*lend=*/true);
 }
 
 absl::Status ShmPeerTransport::Settle(bool abandon) {

@@ -74,6 +74,9 @@ class ShmPeerTransport final : public PeerTransport {
   absl::Status CheckPeer(int64_t peer, const PeerMessage& message,
                          const char* verb) const;
 
+  // Send and Lend, through Options::sender.
+  absl::Status Post(int64_t to, const PeerMessage& message,
+                    absl::Span<const uint8_t> data, bool lend);
   // Sends through `sender`: Send, or Lend keeping the ticket.
   absl::Status SendThrough(const std::shared_ptr<ShmSender>& sender,
                            ShmSender& channel, bool lend, int64_t to,
