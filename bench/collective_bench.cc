@@ -3,8 +3,9 @@
 // calls the Communicator exactly as a native function would, over the
 // worker's own peer transport: shared-memory rings between the workers
 // (they share this host), as shardmap-worker does by default
-// (impl=shardmap-shm), or with --no-shm real gRPC peer streams on
-// 127.0.0.1 (impl=shardmap).
+// (impl=shardmap-shm; with --shm-single-copy large blocks are read
+// straight from the sender's memory, impl=shardmap-shm-cma), or with
+// --no-shm real gRPC peer streams on 127.0.0.1 (impl=shardmap).
 //
 // --mode procs (default): N forked processes, each with its own
 //   PeerNetwork, Peer service and gRPC server on 127.0.0.1:0; they learn
@@ -80,7 +81,8 @@ struct Config {
   std::vector<int64_t> sizes;
   double scale = 1.0;  // iteration count factor (--quick uses < 1)
   int timeout_s = 600;
-  bool no_shm = false;  // gRPC between the workers, not shared memory
+  bool no_shm = false;       // gRPC between the workers, not shared memory
+  bool single_copy = false;  // --shm-single-copy
 };
 
 // What each rank sends and how many bytes its output holds.
@@ -190,6 +192,7 @@ Node StartNode(const Config& c, int index) {
       PeerNetwork::Options{"", incarnation}, n.channels.get());
   ShmNetwork::Options shm;
   shm.enabled = !c.no_shm;
+  shm.single_copy = c.single_copy;
   shm.incarnation = incarnation;
   n.shm = std::make_unique<ShmNetwork>(shm, n.channels.get());
   n.service = std::make_unique<PeerService>(n.network->inbox());
@@ -264,10 +267,13 @@ void PrintResults(const Config& c, const Layout& L, const double* seconds,
     std::printf(
         "RESULT impl=%s op=%s n=%d bytes=%lld iters=%d median_us=%.2f "
         "min_us=%.2f max_us=%.2f p90_us=%.2f algo=%s mode=%s rss_kb=%s\n",
-        c.no_shm ? "shardmap" : "shardmap-shm", c.op.c_str(), c.workers,
-        static_cast<long long>(c.sizes[s]), iters, median, slowest.front(),
-        slowest.back(), p90, AlgorithmName(c, c.sizes[s]).c_str(),
-        c.mode.c_str(), absl::StrJoin(rss, ",").c_str());
+        c.no_shm        ? "shardmap"
+        : c.single_copy ? "shardmap-shm-cma"
+                        : "shardmap-shm",
+        c.op.c_str(), c.workers, static_cast<long long>(c.sizes[s]), iters,
+        median, slowest.front(), slowest.back(), p90,
+        AlgorithmName(c, c.sizes[s]).c_str(), c.mode.c_str(),
+        absl::StrJoin(rss, ",").c_str());
   }
   std::fflush(stdout);
 }
@@ -522,6 +528,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--no-shm", c.no_shm,
                "gRPC between the workers instead of shared memory");
+  app.add_flag("--shm-single-copy", c.single_copy,
+               "shared memory: large blocks read straight from the sender "
+               "(process_vm_readv), as shardmap-worker --shm-single-copy");
   CLI11_PARSE(app, argc, argv);
   for (absl::string_view s : absl::StrSplit(sizes, ',', absl::SkipEmpty())) {
     const int64_t v = std::atoll(std::string(s).c_str());

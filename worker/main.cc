@@ -68,6 +68,13 @@ int main(int argc, char** argv) {
   app.add_flag("--no-shm", no_shm,
                "exchange collective data with workers on this host over gRPC "
                "too, not shared memory (also env SHARDMAP_NO_SHM=1)");
+  bool shm_single_copy = false;
+  app.add_flag("--shm-single-copy", shm_single_copy,
+               "let workers on this host that also have it read large "
+               "blocks straight from this process's memory "
+               "(process_vm_readv: one copy instead of two through the "
+               "ring; faster where the kernel pins pages cheaply, e.g. "
+               "bare metal; also env SHARDMAP_SHM_SINGLE_COPY=1)");
   SecurityOptions security_options;
   AddSecurityFlags(app, security_options, /*server=*/true);
   app.set_version_flag("--version", SHARDMAP_VERSION);
@@ -89,6 +96,10 @@ int main(int argc, char** argv) {
       env != nullptr && std::string(env) == "1") {
     no_shm = true;
   }
+  if (const char* env = std::getenv("SHARDMAP_SHM_SINGLE_COPY");
+      env != nullptr && std::string(env) == "1") {
+    shm_single_copy = true;
+  }
   Worker::Options options;
   options.coordinator = coordinator;
   options.listen = listen;
@@ -104,6 +115,7 @@ int main(int argc, char** argv) {
   options.plugins = PluginPaths(plugins, std::getenv("SHARDMAP_PLUGINS"));
   options.rank = *rank;
   options.shm = !no_shm;
+  options.shm_single_copy = shm_single_copy;
   options.grace_seconds = ops.grace_seconds;
   auto worker = Worker::Create(options);
   if (!worker.ok()) return ReportStartupError(worker.status());

@@ -47,11 +47,28 @@ bool RoutedPeerTransport::MayShare(int64_t peer,
 
 absl::Status RoutedPeerTransport::Send(int64_t to, const PeerMessage& message,
                                        absl::Span<const uint8_t> data) {
+  return Post(to, message, data, /*lend=*/false);
+}
+
+absl::Status RoutedPeerTransport::Lend(int64_t to, const PeerMessage& message,
+                                       absl::Span<const uint8_t> data) {
+  return Post(to, message, data, /*lend=*/true);
+}
+
+absl::Status RoutedPeerTransport::Settle(bool abandon) {
+  return shm_transport_.Settle(abandon);
+}
+
+absl::Status RoutedPeerTransport::Post(int64_t to, const PeerMessage& message,
+                                       absl::Span<const uint8_t> data,
+                                       bool lend) {
   if (MayShare(to, message)) {
     std::shared_ptr<ShmSender> sender = shm_->SenderTo(
         options_.addresses[to], options_.deadline, grpc_.incarnation(to));
     if (sender != nullptr) {
-      absl::Status s = shm_transport_.SendVia(*sender, to, message, data);
+      absl::Status s = lend
+                           ? shm_transport_.LendVia(sender, to, message, data)
+                           : shm_transport_.SendVia(*sender, to, message, data);
       if (s.ok()) {
         worker_metrics::PeerBytesSent(options_.addresses[to], data.size());
       }

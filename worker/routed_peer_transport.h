@@ -35,10 +35,19 @@ class RoutedPeerTransport final : public PeerTransport {
   int64_t num_devices() const override { return grpc_.num_devices(); }
   absl::Status Send(int64_t to, const PeerMessage& message,
                     absl::Span<const uint8_t> data) override;
+  // Lent through shared memory when the peer's channel lends (the
+  // receiver reads the buffer from this process), else Send.
+  absl::Status Lend(int64_t to, const PeerMessage& message,
+                    absl::Span<const uint8_t> data) override;
+  absl::Status Settle(bool abandon) override;
   absl::Status Recv(int64_t from, const PeerMessage& message,
                     absl::Span<uint8_t> out) override;
 
  private:
+  // Send and Lend.
+  absl::Status Post(int64_t to, const PeerMessage& message,
+                    absl::Span<const uint8_t> data, bool lend);
+
   // Whether the peer is another worker that shared memory may reach.
   bool MayShare(int64_t peer, const PeerMessage& message) const;
 

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +25,8 @@ ShmNetwork::ShmNetwork(Options options, ChannelCache* channels)
       identity_(options.host_identity.empty() ? LocalHostIdentity()
                                               : options.host_identity),
       enabled_(options.enabled),
+      memory_(options.memory != nullptr ? options.memory
+                                        : ProcessVmReader::Get()),
       options_(std::move(options)) {}
 
 ShmNetwork::~ShmNetwork() = default;
@@ -92,12 +95,14 @@ std::shared_ptr<ShmSender> ShmNetwork::Ask(const std::string& address,
   v1::ShmAttachRequest request;
   size_t ring_bytes;
   bool enabled;
+  bool single_copy;
   {
     absl::MutexLock lock(&mu_);
     request.set_from_address(options_.my_address);
     request.set_incarnation(options_.incarnation);
     ring_bytes = options_.ring_bytes;
     enabled = options_.enabled;
+    single_copy = options_.single_copy;
   }
   request.set_host_identity(identity_);
   std::unique_ptr<ShmRing> ring;
@@ -109,6 +114,11 @@ std::shared_ptr<ShmSender> ShmNetwork::Ask(const std::string& address,
       request.set_segment(ring->name());
       request.set_nonce(ring->nonce());
       request.set_capacity(ring->capacity());
+      if (single_copy) {
+        request.set_pid(static_cast<uint32_t>(getpid()));
+        request.set_probe_address(
+            reinterpret_cast<uint64_t>(ring->nonce_address()));
+      }
     } else {
       spdlog::warn(
           "shm: cannot create a ring for {}, which stays on gRPC: {} (a "
@@ -140,10 +150,12 @@ std::shared_ptr<ShmSender> ShmNetwork::Ask(const std::string& address,
     spdlog::debug("shm: {} stays on gRPC: {}", address, response.reason());
     return nullptr;
   }
-  spdlog::debug("shm: sending to {} through shared memory", address);
-  return std::make_shared<ShmSender>(
-      std::move(ring),
-      ShmSender::Options{absl::StrCat("worker ", address), size_t{1} << 30});
+  spdlog::debug("shm: sending to {} through shared memory{}", address,
+                response.single_copy() ? " (single copy)" : "");
+  ShmSender::Options sender_options;
+  sender_options.peer = absl::StrCat("worker ", address);
+  sender_options.lend = response.single_copy();
+  return std::make_shared<ShmSender>(std::move(ring), sender_options);
 }
 
 std::shared_ptr<ShmReceiver> ShmNetwork::ReceiverFrom(
@@ -190,13 +202,39 @@ v1::ShmAttachResponse ShmNetwork::Attach(const v1::ShmAttachRequest& request) {
     return refuse(std::string(ring.status().message()));
   }
   (*ring)->Unlink();
-  auto receiver = std::make_shared<ShmReceiver>(*std::move(ring),
-                                                absl::StrCat("worker ", from));
+  const pid_t pid = SingleCopyFrom(request);
+  auto receiver = std::make_shared<ShmReceiver>(
+      *std::move(ring), absl::StrCat("worker ", from), memory_, pid);
+  response.set_single_copy(pid > 0);
   spdlog::debug("shm: receiving from {} through shared memory", from);
   absl::MutexLock lock(&mu_);
   in_[from] = Incoming{std::move(receiver), request.incarnation()};
   response.set_attached(true);
   return response;
+}
+
+pid_t ShmNetwork::SingleCopyFrom(const v1::ShmAttachRequest& request) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!options_.single_copy) return 0;
+  }
+  if (request.pid() == 0) return 0;  // the sender does not lend
+  const pid_t pid = static_cast<pid_t>(request.pid());
+  const absl::Status s =
+      ProbeSingleCopy(*memory_, pid, request.probe_address(), request.nonce());
+  if (s.ok()) return pid;
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true)) {
+    spdlog::info(
+        "shm: single-copy transfers are not possible here ({}); large "
+        "messages between co-located workers go through the shared-memory "
+        "ring (two copies). They need the same user, the same pid "
+        "namespace and kernel.yama.ptrace_scope <= 1",
+        s.ToString());
+  }
+  spdlog::debug("shm: no single copy from {}: {}", request.from_address(),
+                s.ToString());
+  return 0;
 }
 
 void ShmNetwork::ForgetJob(const std::string& job_id) {

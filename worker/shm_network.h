@@ -14,6 +14,13 @@
 // sender's host identity equals ours, replacing any earlier channel from
 // that address; ReceiverFrom hands it to the job transports.
 //
+// Single copy (when both have Options::single_copy): Attach also probes whether
+// this process may read the sender's memory (ProbeSingleCopy); if so, the
+// sender lends large messages (ShmSender::Lend) and the receiver copies them
+// straight out of it. If not (EPERM: another user, Yama ptrace_scope 2 or 3, a
+// seccomp filter; another pid namespace), it says so once in the log and the
+// channel copies through the ring.
+//
 // Restarted peers: callers may name the process (incarnation) they expect
 // at an address. A channel or "use gRPC" answer of another process is not
 // used: SenderTo asks the address again, ReceiverFrom returns null until
@@ -36,6 +43,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "shardmap/v1/shm.grpc.pb.h"
+#include "worker/transport/shm/cross_memory.h"
 #include "worker/transport/shm/shm_receiver.h"
 #include "worker/transport/shm/shm_sender.h"
 
@@ -51,6 +59,16 @@ class ShmNetwork {
     size_t ring_bytes = 4 << 20;  // per direction of each peer pair
     // What counts as "the same host"; LocalHostIdentity() if empty.
     std::string host_identity;
+    // Offer single-copy transfers (the peer reads large messages straight
+    // from this process's memory) and accept them from peers: both ends of
+    // a channel must have it on (--shm-single-copy). Off by default: where
+    // process_vm_readv pins pages slowly (measured in a VM: one such copy
+    // costs about two memcpys, three when both peers read each other at
+    // once) the ring's two copies are faster (docs/DESIGN.md).
+    bool single_copy = false;
+    // Reads peers' memory for single-copy transfers; null: the process's
+    // ProcessVmReader. Not owned.
+    CrossMemory* memory = nullptr;
   };
   // `channels` (for ShmPeer.Attach calls): not owned; outlives the
   // network.
@@ -100,9 +118,13 @@ class ShmNetwork {
                                  absl::Time deadline, bool* keep,
                                  uint64_t* incarnation);
 
+  // The sender's pid if single-copy reads from it work, else 0.
+  pid_t SingleCopyFrom(const v1::ShmAttachRequest& request);
+
   ChannelCache* const channels_;
   const std::string identity_;
-  const bool enabled_;  // options_.enabled, which never changes
+  const bool enabled_;         // options_.enabled, which never changes
+  CrossMemory* const memory_;  // Not owned.
   absl::Mutex mu_;
   Options options_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, Outgoing> out_ ABSL_GUARDED_BY(mu_);

@@ -56,13 +56,26 @@ struct Worker::Jobs {
   MemoryBudget budget;
 };
 
+namespace {
+
+ShmNetwork::Options ShmOptions(const Worker::Options& options,
+                               uint64_t incarnation) {
+  ShmNetwork::Options o;
+  o.enabled = options.shm;
+  o.incarnation = incarnation;
+  o.single_copy = options.shm_single_copy;
+  return o;
+}
+
+}  // namespace
+
 // How the worker reaches its peers and they reach it.
 struct Worker::Network {
   Network(const Options& options, uint64_t incarnation)
       : peers(std::make_unique<PeerNetwork>(
             PeerNetwork::Options{"", incarnation}, &channels)),
         peer_service(peers->inbox()),
-        shm(ShmNetwork::Options{options.shm, "", incarnation}, &channels),
+        shm(ShmOptions(options, incarnation), &channels),
         shm_service(&shm) {}
 
   ChannelCache channels;

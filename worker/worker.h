@@ -45,8 +45,9 @@ class Worker {
     bool test_functions = false;  // also spin and fail_on
     // Plugin libraries to load at start (--plugin, $SHARDMAP_PLUGINS).
     std::vector<std::string> plugins;
-    std::optional<int64_t> rank;  // resolved (worker/rank.h)
-    bool shm = true;              // false: --no-shm
+    std::optional<int64_t> rank;   // resolved (worker/rank.h)
+    bool shm = true;               // false: --no-shm
+    bool shm_single_copy = false;  // --shm-single-copy
     // This process's start as peers know it; 0: a random one.
     uint64_t incarnation = 0;
     double grace_seconds = 30;  // --grace, for Drain

@@ -1,5 +1,7 @@
 #include "tests/fakes/in_memory_peer_transport.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -12,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/status_util.h"
+#include "worker/transport/shm/cross_memory.h"
 #include "worker/transport/shm/shm_peer_transport.h"
 #include "worker/transport/shm/shm_receiver.h"
 #include "worker/transport/shm/shm_sender.h"
@@ -96,11 +99,14 @@ InMemoryHub::ShmPair& InMemoryHub::PairOf(int64_t from, int64_t to) {
     if (!reader.ok()) {
       pair->error = reader.status();
     } else {
-      pair->sender = std::make_shared<ShmSender>(
-          *std::move(writer),
-          ShmSender::Options{absl::StrCat("device ", to, "'s thread")});
+      ShmSender::Options options;
+      options.peer = absl::StrCat("device ", to, "'s thread");
+      options.lend = true;  // every message Lend is given
+      options.min_lent_bytes = 1;
+      pair->sender = std::make_shared<ShmSender>(*std::move(writer), options);
       pair->receiver = std::make_shared<ShmReceiver>(
-          *std::move(reader), absl::StrCat("device ", from, "'s thread"));
+          *std::move(reader), absl::StrCat("device ", from, "'s thread"),
+          ProcessVmReader::Get(), getpid());
     }
   }
   return *pair;
@@ -263,6 +269,33 @@ absl::Status InMemoryHub::Recv(int64_t to, int64_t from,
   }
   if (!out.empty()) std::memcpy(out.data(), letter.payload.data(), out.size());
   return absl::OkStatus();
+}
+
+absl::Status InMemoryHub::Lend(int64_t from, int64_t to,
+                               const PeerMessage& message,
+                               absl::Span<const uint8_t> data) {
+  if (!shm_ || from < 0 || from >= num_devices_ || to < 0 ||
+      to >= num_devices_ || message.fingerprint == nullptr) {
+    return Send(from, to, message, data);  // which reports bad arguments
+  }
+  SHARD_RETURN_IF_ERROR(AbortStatus());
+  ShmPair& pair = PairOf(from, to);
+  if (!pair.error.ok()) return pair.error;
+  return shm_endpoints_[from]->LendVia(pair.sender, to, message, data);
+}
+
+absl::Status InMemoryHub::Settle(int64_t device, bool abandon) {
+  if (!shm_ || device < 0 || device >= num_devices_) return absl::OkStatus();
+  return shm_endpoints_[device]->Settle(abandon);
+}
+
+absl::Status InMemoryPeerTransport::Lend(int64_t to, const PeerMessage& message,
+                                         absl::Span<const uint8_t> data) {
+  return hub_->Lend(device_, to, message, data);
+}
+
+absl::Status InMemoryPeerTransport::Settle(bool abandon) {
+  return hub_->Settle(device_, abandon);
 }
 
 absl::Status InMemoryPeerTransport::Send(int64_t to, const PeerMessage& message,

@@ -19,8 +19,9 @@
 // ShmRing of kShmTestRingBytes per ordered pair of devices, made on first
 // use, through ShmSender and ShmReceiver): the collective tests then run
 // unchanged over the transport co-located workers use. Sends then stream
-// through the ring (spilling when the receiver is not reading), and
-// duplicates are not detected.
+// through the ring (spilling when the receiver is not reading), lent
+// messages of any size (Lend) are read straight from the sender's buffer
+// (process_vm_readv on this process), and duplicates are not detected.
 //
 // Thread-safe: the hub and every endpoint may be used from any number of
 // threads at once. The hub must outlive its endpoints. Endpoint(device)
@@ -89,6 +90,9 @@ class InMemoryHub {
                     absl::Span<const uint8_t> data);
   absl::Status Recv(int64_t to, int64_t from, const PeerMessage& message,
                     absl::Span<uint8_t> out);
+  absl::Status Lend(int64_t from, int64_t to, const PeerMessage& message,
+                    absl::Span<const uint8_t> data);
+  absl::Status Settle(int64_t device, bool abandon);
 
   const int64_t num_devices_;
   const absl::Duration recv_timeout_;
@@ -123,6 +127,9 @@ class InMemoryPeerTransport : public PeerTransport {
                     absl::Span<const uint8_t> data) override;
   absl::Status Recv(int64_t from, const PeerMessage& message,
                     absl::Span<uint8_t> out) override;
+  absl::Status Lend(int64_t to, const PeerMessage& message,
+                    absl::Span<const uint8_t> data) override;
+  absl::Status Settle(bool abandon) override;
 
  private:
   InMemoryHub* const hub_;  // Not owned.

@@ -83,8 +83,9 @@ def size(axes):
 class CollectivesTest(unittest.TestCase):
 
     def check(self, fn, collective, x, kwargs, in_spec=ALL, out_spec=ALL,
-              mesh=MESH):
-        code, got, err = run(fn, [x], [in_spec], out_spec, kwargs, mesh)
+              mesh=MESH, address=None):
+        code, got, err = run(fn, [x], [in_spec], out_spec, kwargs, mesh,
+                             address)
         self.assertEqual(code, 0, f"{fn} {kwargs}: {err}")
         kw = dict(kwargs)
         want = ref.shard_map_collective(
@@ -163,6 +164,39 @@ class CollectivesTest(unittest.TestCase):
                 self.check("all_to_all", ref.c_all_to_all,
                            rand((8 * n, 3), np.int32),
                            {"axes": axes, "split_axis": 0, "concat_axis": 1})
+
+    def check_large_blocks(self, mesh, axes, n, address=None):
+        # Blocks of 256 KiB and more per device: between workers on one
+        # host they go through the ring in 1 MiB pieces, or with
+        # --shm-single-copy straight from the sender's memory.
+        x = rand((n * 65536, 2), np.float32)
+        spec = f"P({tuple(axes)!r})"
+        kw = dict(in_spec=spec, out_spec=spec, mesh=mesh, address=address)
+        self.check("ppermute", ref.c_ppermute, x,
+                   {"axes": axes, "perm": [[i, (i + 3) % n] for i in range(n)]},
+                   **kw)
+        self.check("all_gather", ref.c_all_gather, x,
+                   {"axes": axes, "axis": 0, "tiled": True}, **kw)
+        self.check("all_to_all", ref.c_all_to_all, x,
+                   {"axes": axes, "split_axis": 0, "concat_axis": 1,
+                    "tiled": True}, **kw)
+
+    def test_large_blocks(self):
+        self.check_large_blocks(MESH, ["x", "y", "z"], 8)
+
+    def test_large_blocks_single_copy(self):
+        if os.environ.get("SHARDMAP_NO_SHM") == "1":
+            self.skipTest("shared memory is off in this run")
+        os.environ["SHARDMAP_SHM_SINGLE_COPY"] = "1"  # the workers inherit it
+        try:
+            cluster = harness.UpCluster(workers=4)
+        finally:
+            del os.environ["SHARDMAP_SHM_SINGLE_COPY"]
+        try:
+            harness.wait_for_workers(cluster.address, 4)
+            self.check_large_blocks("x=4", ["x"], 4, cluster.address)
+        finally:
+            cluster.close()
 
     def test_axis_index(self):
         for axes in AXES:

@@ -23,6 +23,7 @@
 #include "absl/time/time.h"
 #include "rpc/channel.h"
 #include "rpc/channel_cache.h"
+#include "tests/unit/shm_pair.h"
 #include "tests/unit/status_matchers.h"
 #include "tests/unit/wait_until.h"
 #include "worker/shm_network.h"
@@ -47,23 +48,6 @@ Bytes Pattern(size_t n, uint8_t salt) {
 ShmMessageKey Key(uint64_t seq, uint32_t step, const std::string& job = "j") {
   return ShmMessageKey{job, 0, 1, seq, step};
 }
-
-// Both ends of one channel in this process.
-struct Channel {
-  explicit Channel(size_t ring_bytes = 64 << 10) {
-    auto writer = ShmRing::Create(ring_bytes);
-    EXPECT_TRUE(writer.ok()) << writer.status();
-    auto reader =
-        ShmRing::Attach((*writer)->name(), (*writer)->nonce(), ring_bytes);
-    EXPECT_TRUE(reader.ok()) << reader.status();
-    (*writer)->Unlink();
-    sender = std::make_unique<ShmSender>(*std::move(writer),
-                                         ShmSender::Options{"the receiver"});
-    receiver = std::make_unique<ShmReceiver>(*std::move(reader), "the sender");
-  }
-  std::unique_ptr<ShmSender> sender;
-  std::unique_ptr<ShmReceiver> receiver;
-};
 
 absl::Time In(absl::Duration d) { return absl::Now() + d; }
 
@@ -366,32 +350,6 @@ TEST(ShmNetworkTest, HostIdentityIsStableAndSpecific) {
   EXPECT_NE(id.find("boot="), std::string::npos) << id;
   EXPECT_NE(id.find(";ipc="), std::string::npos) << id;
 }
-
-// Two networks, the receiving one serving ShmPeer on 127.0.0.1.
-struct Pair {
-  explicit Pair(ShmNetwork::Options receiver_options) {
-    receiver_options.ring_bytes = 64 << 10;
-    b = std::make_unique<ShmNetwork>(receiver_options, &channels);
-    service = std::make_unique<ShmPeerService>(b.get());
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port);
-    builder.RegisterService(service.get());
-    server = builder.BuildAndStart();
-    b_address = "127.0.0.1:" + std::to_string(port);
-    ShmNetwork::Options a_options;
-    a_options.my_address = "a:1";
-    a_options.ring_bytes = 64 << 10;
-    a = std::make_unique<ShmNetwork>(a_options, &channels);
-  }
-  ~Pair() { server->Shutdown(); }
-  ChannelCache channels;
-  std::unique_ptr<ShmNetwork> a, b;
-  std::unique_ptr<ShmPeerService> service;
-  std::unique_ptr<grpc::Server> server;
-  std::string b_address;
-};
 
 TEST(ShmNetworkTest, SameHostPeersAttachAndExchange) {
   Pair p(ShmNetwork::Options{});

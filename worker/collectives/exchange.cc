@@ -28,18 +28,29 @@ absl::Status Exchange(PeerTransport& transport, const CollectiveTag& tag,
     const size_t begin = std::min(span.size(), size_t{i} * piece);
     return span.subspan(begin, std::min(piece, span.size() - begin));
   };
-  uint32_t sent = 0;
-  for (uint32_t got = 0; got < to_recv; ++got) {
-    for (; sent < to_send && sent < got + window; ++sent) {
+  // `send` stays as it is until Settle: the pieces are lent.
+  auto run = [&]() -> absl::Status {
+    uint32_t sent = 0;
+    for (uint32_t got = 0; got < to_recv; ++got) {
+      for (; sent < to_send && sent < got + window; ++sent) {
+        SHARD_RETURN_IF_ERROR(
+            transport.Lend(to, message(sent), part(send, sent)));
+      }
       SHARD_RETURN_IF_ERROR(
-          transport.Send(to, message(sent), part(send, sent)));
+          transport.Recv(from, message(got), part(recv, got)));
     }
-    SHARD_RETURN_IF_ERROR(transport.Recv(from, message(got), part(recv, got)));
+    for (; sent < to_send; ++sent) {
+      SHARD_RETURN_IF_ERROR(
+          transport.Lend(to, message(sent), part(send, sent)));
+    }
+    return absl::OkStatus();
+  };
+  absl::Status s = run();
+  if (!s.ok()) {
+    transport.Settle(/*abandon=*/true).IgnoreError();
+    return s;
   }
-  for (; sent < to_send; ++sent) {
-    SHARD_RETURN_IF_ERROR(transport.Send(to, message(sent), part(send, sent)));
-  }
-  return absl::OkStatus();
+  return transport.Settle(/*abandon=*/false);
 }
 
 }  // namespace shardmap

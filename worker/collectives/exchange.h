@@ -9,7 +9,9 @@
 // later by another thread, three copies where two do. Sent in pieces, at
 // most `window` ahead of the pieces received, no more than window pieces
 // per link are ever in flight: they fit the ring, nothing is copied aside,
-// and sending overlaps receiving on one thread.
+// and sending overlaps receiving on one thread. The pieces are lent
+// (PeerTransport::Lend) and settled before Exchange returns: between
+// processes that allow it the receiver copies them straight from `send`.
 #ifndef SHARDMAP_WORKER_COLLECTIVES_EXCHANGE_H_
 #define SHARDMAP_WORKER_COLLECTIVES_EXCHANGE_H_
 
@@ -38,7 +40,8 @@ uint32_t ExchangePieces(size_t bytes, const ExchangeOptions& options);
 // `to` < 0 sends nothing and `from` < 0 receives nothing. Piece i travels
 // as step `first_step` + i of the collective `tag`; the sender's `send`
 // and the receiver's `recv` must have the same size, so both count the
-// same pieces. Errors: the transport's.
+// same pieces. `send` and `recv` must not overlap. Errors: the
+// transport's.
 absl::Status Exchange(PeerTransport& transport, const CollectiveTag& tag,
                       uint32_t first_step, int64_t to,
                       absl::Span<const uint8_t> send, int64_t from,

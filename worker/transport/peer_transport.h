@@ -76,6 +76,20 @@ class PeerTransport {
   virtual absl::Status Send(int64_t to, const PeerMessage& message,
                             absl::Span<const uint8_t> data) = 0;
 
+  // As Send, but the caller leaves `data` unchanged until Settle returns,
+  // so the transport may hand the buffer itself to the receiver instead of
+  // copying it (shared memory between processes: the receiver reads it
+  // straight from the sender, docs/DESIGN.md). By default: Send.
+  virtual absl::Status Lend(int64_t to, const PeerMessage& message,
+                            absl::Span<const uint8_t> data) {
+    return Send(to, message, data);
+  }
+  // Waits until the receivers are done with every buffer this transport
+  // was lent. With `abandon` (the caller failed and is about to free them)
+  // it withdraws those not being read and returns OK. Errors: as Send;
+  // DEADLINE_EXCEEDED after the per-collective timeout.
+  virtual absl::Status Settle(bool abandon) { return absl::OkStatus(); }
+
   // Waits for the message (seq, step) from device `from` and copies its
   // payload into `out`, whose size must equal the payload's. Errors: as
   // Send; INVALID_ARGUMENT with both fingerprints if the sender's

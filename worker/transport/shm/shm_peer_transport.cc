@@ -22,13 +22,19 @@ absl::Status ShmPeerTransport::CheckPeer(int64_t peer,
 
 absl::Status ShmPeerTransport::Send(int64_t to, const PeerMessage& message,
                                     absl::Span<const uint8_t> data) {
+  return Post(to, message, data, /*lend=*/false);
+}
+
+absl::Status ShmPeerTransport::Post(int64_t to, const PeerMessage& message,
+                                    absl::Span<const uint8_t> data, bool lend) {
   SHARD_RETURN_IF_ERROR(CheckPeer(to, message, "send to"));
   std::shared_ptr<ShmSender> sender = options_.sender(to);
   if (sender == nullptr) {
     return absl::FailedPreconditionError(
         absl::StrCat("no shared-memory channel to device ", to));
   }
-  return SendVia(*sender, to, message, data);
+  return lend ? LendVia(std::move(sender), to, message, data)
+              : SendVia(*sender, to, message, data);
 }
 
 absl::Status ShmPeerTransport::Recv(int64_t from, const PeerMessage& message,
@@ -42,14 +48,68 @@ absl::Status ShmPeerTransport::Recv(int64_t from, const PeerMessage& message,
   return TakeVia(*receiver, from, message, out, nullptr);
 }
 
+absl::Status ShmPeerTransport::Lend(int64_t to, const PeerMessage& message,
+                                    absl::Span<const uint8_t> data) {
+  return Post(to, message, data, /*lend=*/true);
+}
+
+absl::Status ShmPeerTransport::Settle(bool abandon) {
+  std::map<ShmSender*, Lent> lent;
+  {
+    absl::MutexLock lock(&mu_);
+    lent.swap(lent_);
+  }
+  const absl::Time deadline =
+      std::min(options_.deadline, absl::Now() + options_.collective_timeout);
+  absl::Status first;
+  for (auto& [channel, l] : lent) {
+    absl::Status s = channel->Settle(&l.tickets, abandon || !first.ok(),
+                                     deadline, options_.aborted);
+    if (s.code() == absl::StatusCode::kDeadlineExceeded) {
+      s = absl::DeadlineExceededError(
+          absl::StrCat("timed out waiting for ", channel->peer(), " to read ",
+                       "the messages this device lent it, in job ",
+                       options_.job_id, ": ", s.message()));
+    }
+    first.Update(s);
+  }
+  return first;
+}
+
+absl::Status ShmPeerTransport::LendVia(std::shared_ptr<ShmSender> sender,
+                                       int64_t to, const PeerMessage& message,
+                                       absl::Span<const uint8_t> data) {
+  ShmSender& channel = *sender;
+  return SendThrough(sender, channel, /*lend=*/true, to, message, data);
+}
+
 absl::Status ShmPeerTransport::SendVia(ShmSender& sender, int64_t to,
                                        const PeerMessage& message,
                                        absl::Span<const uint8_t> data) {
+  return SendThrough(nullptr, sender, /*lend=*/false, to, message, data);
+}
+
+absl::Status ShmPeerTransport::SendThrough(
+    const std::shared_ptr<ShmSender>& owner, ShmSender& sender, bool lend,
+    int64_t to, const PeerMessage& message, absl::Span<const uint8_t> data) {
   SHARD_RETURN_IF_ERROR(CheckPeer(to, message, "send to"));
   const ShmMessageKey key{options_.job_id, options_.device, to, message.seq,
                           message.step};
-  absl::Status s = sender.Send(key, *message.fingerprint, data,
-                               options_.deadline, options_.aborted);
+  absl::Status s;
+  if (lend) {
+    std::vector<ShmLentTicket> tickets;
+    s = sender.Lend(key, *message.fingerprint, data, options_.deadline,
+                    options_.aborted, &tickets);
+    if (!tickets.empty()) {
+      absl::MutexLock lock(&mu_);
+      Lent& l = lent_[&sender];
+      l.sender = owner;
+      l.tickets.insert(l.tickets.end(), tickets.begin(), tickets.end());
+    }
+  } else {
+    s = sender.Send(key, *message.fingerprint, data, options_.deadline,
+                    options_.aborted);
+  }
   if (s.code() == absl::StatusCode::kUnavailable) {
     return absl::UnavailableError(
         absl::StrCat("cannot send to device ", to, " (", sender.peer(), ") in ",

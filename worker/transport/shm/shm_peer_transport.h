@@ -15,9 +15,13 @@
 #define SHARDMAP_WORKER_SHM_PEER_TRANSPORT_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "worker/transport/peer_transport.h"
 #include "worker/transport/shm/shm_receiver.h"
@@ -39,6 +43,8 @@ class ShmPeerTransport final : public PeerTransport {
     std::function<std::shared_ptr<ShmReceiver>(int64_t from)> receiver;
   };
   explicit ShmPeerTransport(Options options) : options_(std::move(options)) {}
+  // Withdraws what is still lent (a caller that forgot to Settle).
+  ~ShmPeerTransport() override { Settle(/*abandon=*/true).IgnoreError(); }
 
   int64_t device() const override { return options_.device; }
   int64_t num_devices() const override { return options_.num_devices; }
@@ -48,7 +54,15 @@ class ShmPeerTransport final : public PeerTransport {
   absl::Status Recv(int64_t from, const PeerMessage& message,
                     absl::Span<uint8_t> out) override;
 
+  absl::Status Lend(int64_t to, const PeerMessage& message,
+                    absl::Span<const uint8_t> data) override;
+  absl::Status Settle(bool abandon) override;
+
   absl::Status SendVia(ShmSender& sender, int64_t to,
+                       const PeerMessage& message,
+                       absl::Span<const uint8_t> data);
+  // As SendVia, through ShmSender::Lend; Settle waits for the ticket.
+  absl::Status LendVia(std::shared_ptr<ShmSender> sender, int64_t to,
                        const PeerMessage& message,
                        absl::Span<const uint8_t> data);
   // `idle` as ShmReceiver::Take.
@@ -60,7 +74,22 @@ class ShmPeerTransport final : public PeerTransport {
   absl::Status CheckPeer(int64_t peer, const PeerMessage& message,
                          const char* verb) const;
 
+  // Send and Lend, through Options::sender.
+  absl::Status Post(int64_t to, const PeerMessage& message,
+                    absl::Span<const uint8_t> data, bool lend);
+  // Sends through `sender`: Send, or Lend keeping the ticket.
+  absl::Status SendThrough(const std::shared_ptr<ShmSender>& sender,
+                           ShmSender& channel, bool lend, int64_t to,
+                           const PeerMessage& message,
+                           absl::Span<const uint8_t> data);
+
   const Options options_;
+  struct Lent {
+    std::shared_ptr<ShmSender> sender;
+    std::vector<ShmLentTicket> tickets;
+  };
+  absl::Mutex mu_;
+  std::map<ShmSender*, Lent> lent_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardmap

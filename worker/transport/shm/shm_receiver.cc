@@ -28,8 +28,13 @@ std::string Describe(const ShmMessageKey& key) {
 
 }  // namespace
 
-ShmReceiver::ShmReceiver(std::unique_ptr<ShmRing> ring, std::string peer)
-    : ring_(std::move(ring)), peer_(std::move(peer)) {}
+ShmReceiver::ShmReceiver(std::unique_ptr<ShmRing> ring, std::string peer,
+                         CrossMemory* memory, pid_t sender_pid)
+    : ring_(std::move(ring)),
+      peer_(std::move(peer)),
+      memory_(memory),
+      sender_pid_(sender_pid),
+      slots_(ring_->lent_area()) {}
 
 size_t ShmReceiver::Pending() {
   absl::MutexLock lock(&mu_);
@@ -74,6 +79,7 @@ absl::Status ShmReceiver::Deliver(std::map<ShmMessageKey, Stashed>::iterator it,
                                   absl::Span<uint8_t> out) {
   Stashed m = std::move(it->second);
   stash_.erase(it);
+  if (!m.error.ok()) return m.error;
   if (m.fingerprint != expected.hash) {
     return Mismatch(expected, key, m.fingerprint_text);
   }
@@ -148,6 +154,34 @@ absl::Status ShmReceiver::ReadFully(
   return absl::OkStatus();
 }
 
+absl::Status ShmReceiver::CopyLent(uint8_t* dst) {
+  const Cursor& c = cursor_;
+  const std::string what =
+      absl::StrCat(c.head.data_bytes, " bytes lent by ", peer_);
+  if (dst == nullptr) {  // a finished job's: only let it go
+    slots_.Release(c.ref.slot, c.ref.generation);
+    return absl::OkStatus();
+  }
+  if (memory_ == nullptr || sender_pid_ <= 0) {
+    slots_.Release(c.ref.slot, c.ref.generation);
+    return absl::InternalError(absl::StrCat(
+        what, ", which this channel cannot read (it did not offer to)"));
+  }
+  if (!slots_.Claim(c.ref.slot, c.ref.generation)) {
+    return absl::AbortedError(absl::StrCat(
+        "the ", what, " were withdrawn: its side of the collective failed"));
+  }
+  absl::Status s = memory_->Read(
+      sender_pid_, c.ref.address,
+      absl::MakeSpan(dst, static_cast<size_t>(c.head.data_bytes)));
+  slots_.Release(c.ref.slot, c.ref.generation);
+  if (!s.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot read the ", what, ": ", s.message()));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ShmReceiver::Pump(const ShmMessageKey& key,
                                const Fingerprint& expected,
                                absl::Span<uint8_t> out, absl::Time deadline,
@@ -167,7 +201,7 @@ absl::Status ShmReceiver::Pump(const ShmMessageKey& key,
                                  sizeof(c.head), &c.head_got, deadline, aborted,
                                  c.head_got == 0 ? idle : nullptr);
       if (!s.ok()) return s;
-      if (c.head.magic != kShmRecordMagic ||
+      if ((c.head.magic != kShmRecordMagic && c.head.magic != kShmLentMagic) ||
           c.head.data_bytes > kMaxRecordBytes ||
           c.head.job_bytes > kMaxNameBytes ||
           c.head.text_bytes > kMaxNameBytes) {
@@ -185,6 +219,16 @@ absl::Status ShmReceiver::Pump(const ShmMessageKey& key,
           ReadFully(reinterpret_cast<uint8_t*>(c.names.data()), c.names.size(),
                     &c.names_got, deadline, aborted, nullptr);
       if (!s.ok()) return s;
+      c.ref_got = 0;
+      c.stage = Cursor::kRef;
+    }
+    if (c.stage == Cursor::kRef) {
+      if (c.head.magic == kShmLentMagic) {
+        absl::Status s =
+            ReadFully(reinterpret_cast<uint8_t*>(&c.ref), sizeof(c.ref),
+                      &c.ref_got, deadline, aborted, nullptr);
+        if (!s.ok()) return s;
+      }
       std::string job = c.names.substr(0, c.head.job_bytes);
       c.key = ShmMessageKey{std::move(job), c.head.from_device,
                             c.head.to_device, c.head.seq, c.head.step};
@@ -212,10 +256,26 @@ absl::Status ShmReceiver::Pump(const ShmMessageKey& key,
       absl::MutexLock lock(&mu_);
       dst = reinterpret_cast<uint8_t*>(stash_[c.key].data.data());
     }
-    size_t got = c.data_got;
-    absl::Status s =
-        ReadFully(dst, c.head.data_bytes, &got, deadline, aborted, nullptr);
-    c.data_got = got;
+    absl::Status s;
+    if (c.head.magic == kShmLentMagic) {
+      // One copy, nothing to wait for: the cursor moves on whatever
+      // happens, and a stashed message keeps what went wrong.
+      s = CopyLent(dst);
+      if (c.sink == Cursor::kStash) {
+        absl::MutexLock lock(&mu_);
+        stash_[c.key].error = s;
+        s = absl::OkStatus();
+      }
+      if (!s.ok()) {
+        c.stage = Cursor::kHead;
+        c.head_got = 0;
+        return s;
+      }
+    } else {
+      size_t got = c.data_got;
+      s = ReadFully(dst, c.head.data_bytes, &got, deadline, aborted, nullptr);
+      c.data_got = got;
+    }
     if (!s.ok()) {
       // `out` is the caller's only until we return.
       if (c.sink == Cursor::kOut) c.sink = Cursor::kDiscard;

@@ -9,6 +9,10 @@
 // hold the pump wait for it to stash their message or to pass the pump on.
 // The fingerprint and size checks, and their messages, are PeerInbox's.
 //
+// A lent record (shm_lent.h) carries the payload's address in the sending
+// process instead of the payload: the pump copies it from there with
+// `memory` straight into the output (or the stash) and releases it.
+//
 // Thread-safe.
 #ifndef SHARDMAP_WORKER_SHM_RECEIVER_H_
 #define SHARDMAP_WORKER_SHM_RECEIVER_H_
@@ -27,6 +31,8 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "worker/transport/peer_transport.h"
+#include "worker/transport/shm/cross_memory.h"
+#include "worker/transport/shm/shm_lent.h"
 #include "worker/transport/shm/shm_record.h"
 #include "worker/transport/shm/shm_ring.h"
 
@@ -35,7 +41,10 @@ namespace shardmap {
 class ShmReceiver {
  public:
   // `ring` must be the reading end; `peer` names the sender in messages.
-  ShmReceiver(std::unique_ptr<ShmRing> ring, std::string peer);
+  // `memory` (not owned; may be null: the sender never lends) reads lent
+  // payloads from process `sender_pid`.
+  ShmReceiver(std::unique_ptr<ShmRing> ring, std::string peer,
+              CrossMemory* memory = nullptr, pid_t sender_pid = 0);
   ShmReceiver(const ShmReceiver&) = delete;
   ShmReceiver& operator=(const ShmReceiver&) = delete;
 
@@ -43,7 +52,9 @@ class ShmReceiver {
 
   // Waits for the message `key` and copies its payload into `out`. Errors:
   // INVALID_ARGUMENT on a fingerprint mismatch (both texts) or a size
-  // mismatch; UNAVAILABLE when the sender is gone and left nothing more;
+  // mismatch; UNAVAILABLE when the sender is gone and left nothing more,
+  // or its lent payload could not be read; ABORTED when the sender
+  // withdrew its lent payload (its side of the collective failed);
   // DEADLINE_EXCEEDED at `deadline`; `aborted`'s status. `idle`, if set,
   // is called every few milliseconds while waiting (not while streaming a
   // message) and a non-OK status ends the wait with it: the routed
@@ -67,13 +78,16 @@ class ShmReceiver {
     std::string fingerprint_text;
     std::string data;
     bool complete = false;
+    absl::Status error;  // a lent payload that could not be had
   };
   // Where the record being read is, so a reader interrupted in the middle
   // leaves the next one able to go on.
   struct Cursor {
-    enum Stage { kHead, kNames, kData } stage = kHead;
+    enum Stage { kHead, kNames, kRef, kData } stage = kHead;
     ShmRecordHead head;
     size_t head_got = 0;
+    ShmLentRef ref;  // of a lent record
+    size_t ref_got = 0;
     std::string names;  // job id + fingerprint text
     size_t names_got = 0;
     uint64_t data_got = 0;
@@ -92,6 +106,9 @@ class ShmReceiver {
                          absl::Time deadline,
                          const std::function<absl::Status()>& aborted,
                          const std::function<absl::Status()>& idle);
+  // Copies the lent payload of the record at the cursor into `dst` (null:
+  // drops it) and releases it.
+  absl::Status CopyLent(uint8_t* dst);
   // Checks a complete stashed message against the Take and hands it out.
   absl::Status Deliver(std::map<ShmMessageKey, Stashed>::iterator it,
                        const ShmMessageKey& key, const Fingerprint& expected,
@@ -103,6 +120,9 @@ class ShmReceiver {
 
   const std::unique_ptr<ShmRing> ring_;
   const std::string peer_;
+  CrossMemory* const memory_;  // Not owned; may be null.
+  const pid_t sender_pid_;
+  ShmLentSlots slots_;
   Cursor cursor_;  // owned by the pump holder
   absl::Mutex mu_;
   absl::CondVar changed_;  // the pump was released or a message stashed

@@ -1,7 +1,8 @@
 // The framing of one message in a shared-memory ring (ShmSender writes
 // it, ShmReceiver reads it): a fixed head, the job id and the
-// fingerprint's text, then the payload. Both ends run on one host, from
-// one build, so the head is copied as a plain struct.
+// fingerprint's text, then the payload; or, for a lent record (the
+// payload stays in the sender's memory, shm_lent.h), a ShmLentRef. Both ends
+// run on one host, from one build, so the head is copied as a plain struct.
 #ifndef SHARDMAP_WORKER_SHM_RECORD_H_
 #define SHARDMAP_WORKER_SHM_RECORD_H_
 
@@ -12,6 +13,7 @@
 namespace shardmap {
 
 constexpr uint32_t kShmRecordMagic = 0x53484d52;  // "SHMR"
+constexpr uint32_t kShmLentMagic = 0x53484d4c;    // "SHML"
 
 struct ShmRecordHead {
   uint32_t magic = kShmRecordMagic;

@@ -23,6 +23,9 @@ namespace {
 
 constexpr uint64_t kMagic = 0x73686d72696e6731;  // "shmring1"
 constexpr size_t kHeaderBytes = 4096;
+// Where the lent-buffer slots start in the header page.
+constexpr size_t kLentAreaOffset = 1024;
+static_assert(kLentAreaOffset + sizeof(ShmLentArea) <= kHeaderBytes);
 constexpr off_t kWriterLockByte = 0;
 constexpr off_t kReaderLockByte = 1;
 
@@ -90,7 +93,7 @@ ShmRing::ShmRing(std::string name, int fd, void* base, size_t mapped,
       writer_(writer),
       header_(static_cast<Header*>(base)),
       data_(static_cast<uint8_t*>(base) + kHeaderBytes) {
-  static_assert(sizeof(Header) <= kHeaderBytes);
+  static_assert(sizeof(Header) <= kLentAreaOffset);
 }
 
 ShmRing::~ShmRing() {
@@ -202,6 +205,11 @@ absl::StatusOr<std::unique_ptr<ShmRing>> ShmRing::Attach(
   }
   return std::unique_ptr<ShmRing>(
       new ShmRing(name, fd, base, mapped, capacity, nonce, /*writer=*/false));
+}
+
+ShmLentArea* ShmRing::lent_area() const {
+  return reinterpret_cast<ShmLentArea*>(static_cast<uint8_t*>(base_) +
+                                        kLentAreaOffset);
 }
 
 void ShmRing::Unlink() {

@@ -35,6 +35,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "worker/transport/shm/shm_lent.h"
 
 namespace shardmap {
 
@@ -60,6 +61,11 @@ class ShmRing {
   uint64_t nonce() const { return nonce_; }
   size_t capacity() const { return capacity_; }
   bool is_writer() const { return writer_; }
+  // Where the creator keeps the nonce in its own memory: a word the reader
+  // knows the value of, to probe single-copy reads (ProbeSingleCopy).
+  const uint64_t* nonce_address() const { return &nonce_; }
+  // The lent-buffer slots in the object's header page (shm_lent.h).
+  ShmLentArea* lent_area() const;
 
   // Removes the name (the mapping stays). Idempotent.
   void Unlink();

@@ -1,5 +1,7 @@
 #include "worker/transport/shm/shm_sender.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -10,8 +12,9 @@ namespace {
 
 // The head, job id and fingerprint text of one message.
 std::string EncodeHead(const ShmMessageKey& key, const Fingerprint& fingerprint,
-                       size_t data_bytes) {
+                       size_t data_bytes, uint32_t magic = kShmRecordMagic) {
   ShmRecordHead head;
+  head.magic = magic;
   const std::string& job = std::get<0>(key);
   head.job_bytes = static_cast<uint32_t>(job.size());
   head.text_bytes = static_cast<uint32_t>(fingerprint.text.size());
@@ -28,6 +31,16 @@ std::string EncodeHead(const ShmMessageKey& key, const Fingerprint& fingerprint,
   return out;
 }
 
+// How long Settle waits, once it withdraws, for buffers being copied.
+constexpr absl::Duration kReadingGrace = absl::Seconds(5);
+
+// Every slot, the lowest handed out first.
+std::vector<int> AllSlots() {
+  std::vector<int> slots;
+  for (int i = kShmLentSlots - 1; i >= 0; --i) slots.push_back(i);
+  return slots;
+}
+
 absl::Span<const uint8_t> AsBytes(const std::string& s) {
   return absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(s.data()),
                              s.size());
@@ -36,7 +49,11 @@ absl::Span<const uint8_t> AsBytes(const std::string& s) {
 }  // namespace
 
 ShmSender::ShmSender(std::unique_ptr<ShmRing> ring, Options options)
-    : ring_(std::move(ring)), options_(std::move(options)) {}
+    : ring_(std::move(ring)),
+      options_(std::move(options)),
+      slots_(ring_->lent_area()),
+      free_slots_(AllSlots()),
+      generations_(kShmLentSlots, 0) {}
 
 ShmSender::~ShmSender() {
   std::thread pusher;
@@ -81,7 +98,13 @@ absl::Status ShmSender::Send(const ShmMessageKey& key,
                              absl::Span<const uint8_t> data,
                              absl::Time deadline,
                              const std::function<absl::Status()>& aborted) {
-  const std::string head = EncodeHead(key, fingerprint, data.size());
+  return WriteRecord(EncodeHead(key, fingerprint, data.size()), data, deadline,
+                     aborted);
+}
+
+absl::Status ShmSender::WriteRecord(
+    const std::string& head, absl::Span<const uint8_t> data,
+    absl::Time deadline, const std::function<absl::Status()>& aborted) {
   const absl::Span<const uint8_t> parts[2] = {AsBytes(head), data};
   const size_t total = head.size() + data.size();
   absl::MutexLock lock(&mu_);
@@ -143,6 +166,98 @@ absl::Status ShmSender::Send(const ShmMessageKey& key,
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status ShmSender::Lend(const ShmMessageKey& key,
+                             const Fingerprint& fingerprint,
+                             absl::Span<const uint8_t> data,
+                             absl::Time deadline,
+                             const std::function<absl::Status()>& aborted,
+                             std::vector<ShmLentTicket>* tickets) {
+  ShmLentTicket t;
+  if (options_.lend && data.size() >= options_.min_lent_bytes) {
+    absl::MutexLock lock(&mu_);
+    if (!free_slots_.empty()) {
+      t.slot = free_slots_.back();
+      free_slots_.pop_back();
+      // 30 bits of generation (shm_lent.h), never 0.
+      uint32_t& g = generations_[t.slot];
+      g = (g + 1) & 0x3fffffff;
+      if (g == 0) g = 1;
+      t.generation = g;
+    }
+  }
+  if (t.slot < 0) return Send(key, fingerprint, data, deadline, aborted);
+  slots_.Post(t);
+  tickets->push_back(t);
+  const ShmLentRef ref{reinterpret_cast<uint64_t>(data.data()),
+                       static_cast<uint32_t>(t.slot), t.generation};
+  std::string head = EncodeHead(key, fingerprint, data.size(), kShmLentMagic);
+  head.append(reinterpret_cast<const char*>(&ref), sizeof(ref));
+  return WriteRecord(head, {}, deadline, aborted);
+}
+
+absl::Status ShmSender::Settle(std::vector<ShmLentTicket>* tickets,
+                               bool abandon, absl::Time deadline,
+                               const std::function<absl::Status()>& aborted) {
+  auto release = [this](const ShmLentTicket& t) {
+    absl::MutexLock lock(&mu_);
+    free_slots_.push_back(t.slot);
+  };
+  absl::Status result;
+  const absl::Time spin_until = absl::Now() + ShmRing::kSpin;
+  absl::Time give_up = absl::InfiniteFuture();
+  for (;;) {
+    const uint32_t seen = slots_.released_seq();
+    std::vector<ShmLentTicket> left;
+    for (const ShmLentTicket& t : *tickets) {
+      if (slots_.Find(t) == ShmLentSlots::Where::kDone ||
+          (abandon && slots_.Revoke(t))) {
+        release(t);
+      } else {
+        left.push_back(t);
+      }
+    }
+    tickets->swap(left);
+    if (tickets->empty()) return result;
+    // The reader is usually at it already: poll a little (yielding the
+    // core) before the checks and a futex sleep.
+    if (absl::Now() < spin_until) {
+      sched_yield();
+      continue;
+    }
+    if (!ring_->PeerAlive()) {  // nobody reads them any more
+      for (const ShmLentTicket& t : *tickets) release(t);
+      tickets->clear();
+      if (!result.ok() || abandon) return result;
+      return absl::UnavailableError(absl::StrCat(
+          options_.peer, " is gone: it unmapped the channel (it exited)"));
+    }
+    const absl::Time now = absl::Now();
+    if (!abandon) {
+      absl::Status s = aborted ? aborted() : absl::OkStatus();
+      if (s.ok() && now >= deadline) {
+        s = absl::DeadlineExceededError(absl::StrCat(
+            tickets->size(), " lent messages still unread by ", options_.peer));
+      }
+      if (!s.ok()) {
+        result = s;
+        abandon = true;
+        continue;
+      }
+    } else if (give_up == absl::InfiniteFuture()) {
+      // Only buffers being copied right now are left: a live reader is
+      // done with them within moments. One that is not (stopped) keeps
+      // their slots, which are never handed out again.
+      give_up = now + kReadingGrace;
+    } else if (now >= give_up) {
+      tickets->clear();
+      return result;
+    }
+    slots_.WaitForRelease(
+        seen, abandon ? ShmRing::kWaitSlice
+                      : std::min(ShmRing::kWaitSlice, deadline - now));
+  }
 }
 
 void ShmSender::PushSpilled() {

@@ -19,6 +19,11 @@
 // byte is spilled whole, so the ring never holds half a message; the
 // receiver discards it with its job.
 //
+// Lend is Send for a caller that keeps its buffer unchanged until Settle:
+// when the receiver can read this process's memory (Options::lend) it
+// announces a large message by address (shm_lent.h) and the receiver
+// copies it straight into its destination, one copy and no ring.
+//
 // Thread-safe.
 #ifndef SHARDMAP_WORKER_SHM_SENDER_H_
 #define SHARDMAP_WORKER_SHM_SENDER_H_
@@ -30,6 +35,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -37,6 +43,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "worker/transport/peer_transport.h"
+#include "worker/transport/shm/shm_lent.h"
 #include "worker/transport/shm/shm_record.h"
 #include "worker/transport/shm/shm_ring.h"
 
@@ -47,6 +54,10 @@ class ShmSender {
   struct Options {
     std::string peer;  // names the receiver in messages, e.g. "worker A"
     size_t max_spill_bytes = size_t{1} << 30;
+    // The receiver reads lent buffers (it probed single-copy reads).
+    bool lend = false;
+    // Smaller messages are copied into the ring even then.
+    size_t min_lent_bytes = size_t{64} << 10;
   };
   // `ring` must be the writing end.
   ShmSender(std::unique_ptr<ShmRing> ring, Options options);
@@ -55,6 +66,8 @@ class ShmSender {
   ShmSender& operator=(const ShmSender&) = delete;
 
   const std::string& peer() const { return options_.peer; }
+  // Whether Lend may lend (the receiver reads this process's memory).
+  bool lends() const { return options_.lend; }
 
   // Errors: UNAVAILABLE once the receiver is gone (sticky), or what the
   // wait for room ended with: DEADLINE_EXCEEDED or `aborted`'s status.
@@ -62,12 +75,34 @@ class ShmSender {
                     absl::Span<const uint8_t> data, absl::Time deadline,
                     const std::function<absl::Status()>& aborted);
 
+  // As Send, but a message of at least min_lent_bytes, when the channel
+  // lends and one of its kShmLentSlots slots is free, is lent: `data` must
+  // stay unchanged until Settle has released the ticket appended to
+  // *tickets (also when Lend fails: the record may be in the ring).
+  absl::Status Lend(const ShmMessageKey& key, const Fingerprint& fingerprint,
+                    absl::Span<const uint8_t> data, absl::Time deadline,
+                    const std::function<absl::Status()>& aborted,
+                    std::vector<ShmLentTicket>* tickets);
+  // Waits until the receiver is done with every buffer of *tickets (then
+  // clears it) and returns OK. With `abandon` (the caller failed) or past
+  // `deadline` or once `aborted` fails, it withdraws the buffers not being
+  // read, waits (bounded) for those being read, and returns that status
+  // (OK with abandon). UNAVAILABLE if the receiver is gone.
+  absl::Status Settle(std::vector<ShmLentTicket>* tickets, bool abandon,
+                      absl::Time deadline,
+                      const std::function<absl::Status()>& aborted);
+
   // False once the channel failed or the receiver unmapped it.
   bool Usable();
   // Bytes set aside and not yet in the ring.
   size_t SpilledBytes();
 
  private:
+  // Writes one record (or spills it) as Send documents.
+  absl::Status WriteRecord(const std::string& head,
+                           absl::Span<const uint8_t> payload,
+                           absl::Time deadline,
+                           const std::function<absl::Status()>& aborted);
   void PushSpilled();
   // Copies what is left of `parts` (from `offset`) into the spill.
   void SpillLocked(const absl::Span<const uint8_t> (&parts)[2], size_t offset)
@@ -82,6 +117,9 @@ class ShmSender {
   size_t spill_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status failed_ ABSL_GUARDED_BY(mu_);
   std::thread pusher_ ABSL_GUARDED_BY(mu_);
+  ShmLentSlots slots_;
+  std::vector<int> free_slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<uint32_t> generations_ ABSL_GUARDED_BY(mu_);  // last posted
 };
 
 }  // namespace shardmap

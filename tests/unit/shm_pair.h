@@ -1,0 +1,73 @@
+// Test helpers for the shared-memory channel tests: both ends of one
+// channel in this process, and two ShmNetworks on 127.0.0.1.
+#ifndef SHARDMAP_TESTS_UNIT_SHM_PAIR_H_
+#define SHARDMAP_TESTS_UNIT_SHM_PAIR_H_
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <memory>
+#include <string>
+
+#include "rpc/channel_cache.h"
+#include "worker/shm_network.h"
+#include "worker/transport/shm/cross_memory.h"
+#include "worker/transport/shm/shm_receiver.h"
+#include "worker/transport/shm/shm_ring.h"
+#include "worker/transport/shm/shm_sender.h"
+
+namespace shardmap {
+
+// Both ends of one channel in this process.
+struct Channel {
+  explicit Channel(size_t ring_bytes = 64 << 10, bool lend = false) {
+    auto writer = ShmRing::Create(ring_bytes);
+    EXPECT_TRUE(writer.ok()) << writer.status();
+    auto reader =
+        ShmRing::Attach((*writer)->name(), (*writer)->nonce(), ring_bytes);
+    EXPECT_TRUE(reader.ok()) << reader.status();
+    (*writer)->Unlink();
+    ShmSender::Options options{"the receiver"};
+    options.lend = lend;
+    sender = std::make_unique<ShmSender>(*std::move(writer), options);
+    receiver = std::make_unique<ShmReceiver>(
+        *std::move(reader), "the sender",
+        lend ? ProcessVmReader::Get() : nullptr, lend ? getpid() : 0);
+  }
+  std::unique_ptr<ShmSender> sender;
+  std::unique_ptr<ShmReceiver> receiver;
+};
+
+// Two networks, the receiving one serving ShmPeer on 127.0.0.1.
+struct Pair {
+  // `single_copy`: the sender offers single-copy transfers.
+  explicit Pair(ShmNetwork::Options receiver_options,
+                bool single_copy = false) {
+    receiver_options.ring_bytes = 64 << 10;
+    b = std::make_unique<ShmNetwork>(receiver_options, &channels);
+    service = std::make_unique<ShmPeerService>(b.get());
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(service.get());
+    server = builder.BuildAndStart();
+    b_address = "127.0.0.1:" + std::to_string(port);
+    ShmNetwork::Options a_options;
+    a_options.my_address = "a:1";
+    a_options.ring_bytes = 64 << 10;
+    a_options.single_copy = single_copy;
+    a = std::make_unique<ShmNetwork>(a_options, &channels);
+  }
+  ~Pair() { server->Shutdown(); }
+  ChannelCache channels;
+  std::unique_ptr<ShmNetwork> a, b;
+  std::unique_ptr<ShmPeerService> service;
+  std::unique_ptr<grpc::Server> server;
+  std::string b_address;
+};
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_TESTS_UNIT_SHM_PAIR_H_
