@@ -8,22 +8,12 @@
 
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
+#include "tests/unit/wait_until.h"
 
 namespace shardmap {
 namespace {
 
 constexpr absl::Duration kBound = absl::Seconds(30);
-
-// Waits, bounded, until `pred` holds.
-template <typename Pred>
-bool Eventually(Pred pred) {
-  const absl::Time end = absl::Now() + kBound;
-  while (!pred()) {
-    if (absl::Now() > end) return false;
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  return true;
-}
 
 TEST(DeviceThreadsTest, RunsEveryTaskAtOnce) {
   DeviceThreads threads;
@@ -35,7 +25,7 @@ TEST(DeviceThreadsTest, RunsEveryTaskAtOnce) {
   for (int i = 0; i < kTasks; ++i) {
     threads.Run([&] {
       ++started;
-      Eventually([&] { return started.load() == kTasks; });
+      WaitUntil([&] { return started.load() == kTasks; });
       ended.DecrementCount();
     });
   }
@@ -51,7 +41,7 @@ TEST(DeviceThreadsTest, ReusesAnIdleThread) {
     threads.Run([&] { done.Notify(); });
     ASSERT_TRUE(done.WaitForNotificationWithTimeout(kBound));
     // The thread becomes idle again right after the task: wait for it.
-    ASSERT_TRUE(Eventually([&] { return threads.idle() == 1; }));
+    ASSERT_TRUE(WaitUntil([&] { return threads.idle() == 1; }));
   }
   EXPECT_EQ(threads.size(), 1);
 }
@@ -61,7 +51,7 @@ TEST(DeviceThreadsTest, IdleThreadsEnd) {
   absl::Notification done;
   threads.Run([&] { done.Notify(); });
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(kBound));
-  EXPECT_TRUE(Eventually([&] { return threads.size() == 0; }));
+  EXPECT_TRUE(WaitUntil([&] { return threads.size() == 0; }));
   // And a task after that still runs.
   absl::Notification again;
   threads.Run([&] { again.Notify(); });
