@@ -67,6 +67,7 @@ void DeviceFanout::Run(const Call& call,
         absl::MutexLock lock(&mu_);
         channels_[d] = nullptr;
       }
+      ch.reset();  // before Finish may return, as a joined thread would
       absl::MutexLock lock(&ended->mu);  // last: the fan-out may go now
       ++ended->tasks;
     });

@@ -11,6 +11,7 @@ DeviceThreads::~DeviceThreads() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     threads.swap(threads_);
+    wake_.SignalAll();
   }
   for (std::thread& t : threads) t.join();
 }
@@ -42,6 +43,8 @@ void DeviceThreads::Run(std::function<void()> task) {
     // Every idle thread takes one task; a task more needs a new thread.
     if (tasks_.size() > static_cast<size_t>(idle_)) {
       threads_.emplace_back([this] { Loop(); });
+    } else {
+      wake_.Signal();
     }
   }
   for (std::thread& t : reaped) t.join();
@@ -49,9 +52,6 @@ void DeviceThreads::Run(std::function<void()> task) {
 
 void DeviceThreads::Loop() {
   absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !tasks_.empty() || stopping_;
-  };
   while (true) {
     if (!tasks_.empty()) {
       std::function<void()> task = std::move(tasks_.front());
@@ -60,14 +60,17 @@ void DeviceThreads::Loop() {
       task();
       task = nullptr;  // its captures go before the thread waits again
       mu_.Lock();
+      continue;
     }
     if (stopping_) return;
     ++idle_;
-    const bool woken =
-        mu_.AwaitWithTimeout(absl::Condition(&ready), idle_timeout_);
+    const absl::Time give_up = absl::Now() + idle_timeout_;
+    while (tasks_.empty() && !stopping_ && absl::Now() < give_up) {
+      wake_.WaitWithDeadline(&mu_, give_up);
+    }
     --idle_;
-    if (!woken && tasks_.empty()) {
-      if (!stopping_) ended_.push_back(std::this_thread::get_id());
+    if (tasks_.empty() && !stopping_) {
+      ended_.push_back(std::this_thread::get_id());
       return;
     }
   }

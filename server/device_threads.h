@@ -42,6 +42,7 @@ class DeviceThreads {
 
   const absl::Duration idle_timeout_;
   absl::Mutex mu_;
+  absl::CondVar wake_;  // a task arrived, or stopping
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   int idle_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
