@@ -415,6 +415,33 @@ def donation(t, out):
     out.append("")
 
 
+def training(t, out):
+    """train_bench: the README's training step, cluster vs in-process."""
+    key = next((k for k in t.keys()
+                if k[0] == "shardmap" and k[1] == "train_step"), None)
+    if key is None:
+        return
+    floor = next((k for k in t.keys()
+                  if k[0] == "in_process" and k[1] == "train_step"), None)
+    ref = t.get(*floor) if floor else {}
+    out.append("### A training step (`linear_sgd_step`, data resident)\n")
+    out.append("| figure | per step | min–max | in-process floor | "
+               "step ÷ floor |")
+    out.append("|---|---|---|---|---|")
+    for pname, label in (("median_us", "p50"), ("p99_us", "p99")):
+        mine, base = field(t.get(*key), pname), field(ref, pname)
+        out.append(
+            f"| step {label}, {size_text(key[3])} of x and y over "
+            f"data={key[2]}, C++ client | {num(med(mine) / 1e3)} ms | "
+            f"{span({k: v / 1e3 for k, v in mine.items()})} ms | "
+            f"{num(med(base) / 1e3 if base else None)} ms | "
+            f"{ratio_text(ratios(base, mine))} |")
+    out.append("\nThe floor is the same step on the whole batch called as "
+               "one worker calls it (ShardExecutor::Run, no network); "
+               "both runs train from zero on the same data and must end at "
+               "the same parameters.\n")
+
+
 def python_client(t, out):
     """The Python client against the C++ client, same repetition."""
     rows = []
@@ -463,6 +490,7 @@ def main():
     collectives(t, out)
     raw(t, out)
     end_to_end(t, out)
+    training(t, out)
     python_client(t, out)
     programs(t, out)
     builtins(t, out)

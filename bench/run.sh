@@ -7,7 +7,9 @@
 # built-in functions' kernels through the worker's call path (builtin_bench:
 # add, mul, scale, relu, sum, matmul at sizes where compute shows); and a
 # worker's peak RSS over in-place updates of a 128 MiB resident array,
-# copied and donated (donation_rss.py).
+# copied and donated (donation_rss.py); and the README's training step
+# (linear_sgd_step, data resident) through the C++ client beside the same
+# step in-process (train_bench).
 #
 #   bash bench/run.sh            # full: every size, 5 repetitions (~6 min)
 #   bash bench/run.sh --quick    # fewer sizes and iterations, 3 repetitions
@@ -60,6 +62,7 @@ if ((QUICK)); then
   GATHER_SIZES="$((4 * MiB)),$((64 * MiB))"
   GRPC_ARGS=(--push-iters 3 --duplex-iters 2 --rtt-iters 1000 --seconds 1.5)
   JOB_ARGS=(--tiny-iters 200 --seconds 2 --big-iters 1)
+  TRAIN_ARGS=(--steps 50)
   PROGRAM_ARGS=(--benchmark_repetitions=3 --benchmark_min_time=0.05)
   PYTHON_ARGS=(--tiny-iters 200 --big-iters 1)
 else
@@ -70,6 +73,7 @@ else
   GATHER_SIZES="$((4 * MiB)),$((64 * MiB))"
   GRPC_ARGS=(--push-iters 5 --duplex-iters 3 --rtt-iters 5000 --seconds 3)
   JOB_ARGS=(--tiny-iters 500 --seconds 3 --big-iters 2)
+  TRAIN_ARGS=(--steps 200)
   PROGRAM_ARGS=(--benchmark_repetitions=5 --benchmark_min_time=0.5)
   PYTHON_ARGS=(--tiny-iters 500 --big-iters 2)
 fi
@@ -140,7 +144,7 @@ say "building (log: $OUT/logs/build.log)"
     timeout 600 cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   fi
   timeout 3600 cmake --build "$BUILD" -j"$(nproc)" --target \
-    collective_bench job_bench grpc_stream_bench tuned_stream_bench psum_bench program_bench builtin_bench \
+    collective_bench job_bench train_bench grpc_stream_bench tuned_stream_bench psum_bench program_bench builtin_bench \
     shardmap-coordinator shardmap-worker shardctl python_client
 } >"$OUT/logs/build.log" 2>&1 || {
   tail -30 "$OUT/logs/build.log" >&2
@@ -278,6 +282,9 @@ for ((rep = 1; rep <= REPEATS; rep++)); do
   say "rep $rep/$REPEATS: end-to-end jobs"
   step "$rep" "jobs" "$STEP_TIMEOUT" "$BIN/job_bench" --workers 4 --clients 8 \
     "${JOB_ARGS[@]}" --timeout $((STEP_TIMEOUT - 10))
+  say "rep $rep/$REPEATS: the README's training step, cluster vs in-process"
+  step "$rep" "train" "$STEP_TIMEOUT" "$BIN/train_bench" --workers 4 \
+    "${TRAIN_ARGS[@]}" --timeout $((STEP_TIMEOUT - 10))
   # Right after the C++ client's jobs, on the same kind of cluster.
   say "rep $rep/$REPEATS: the Python client"
   step "$rep" "python_client" "$STEP_TIMEOUT" /usr/bin/python3 \

@@ -144,7 +144,7 @@ class ShardClient {
     // The mesh of jobs that name none (JobRequest::mesh unset), as JAX's
     // jax.set_mesh; a job's own mesh wins. Unset: such a job takes its
     // resident arguments' mesh.
-    std::optional<Mesh> default_mesh;
+    std::optional<Mesh> default_mesh = std::nullopt;
   };
   static absl::StatusOr<std::unique_ptr<ShardClient>> Create(
       const Options& options);

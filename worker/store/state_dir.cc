@@ -87,7 +87,7 @@ struct Step {
   bool data_existed = false;
   bool data_written = false;
   bool meta_written = false;
-  std::optional<std::string> old_meta;
+  std::optional<std::string> old_meta = std::nullopt;
 };
 
 void Undo(const std::vector<Step>& steps) {
