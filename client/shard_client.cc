@@ -15,11 +15,15 @@
 #include "rpc/trace_context.h"
 #include "wire/chunking.h"
 #include "wire/proto_convert.h"
+#include "wire/tail_writer.h"
 
 namespace shardmap {
 namespace {
 
 constexpr char kNotSafeToRetry[] = "type.shardmap.dev/not-safe-to-retry";
+// Jobs whose argument bytes are at most this are sent without a second
+// thread (well under gRPC's initial 64 KiB stream window).
+constexpr size_t kInlineJobBytes = 16 * 1024;
 
 // A failure after which a state-changing call may or may not have been
 // applied: the connection or the deadline ended it, not the coordinator's
@@ -129,30 +133,55 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
   *spec = JobSpecOf(job, options_.default_mesh);
   spec->set_call_id(job.call_id);
 
+  // Arguments that travel on the stream (resident ones do not).
+  std::vector<const Tensor*> sent(job.args.size(), nullptr);
+  size_t sent_bytes = request.ByteSizeLong();
+  for (size_t i = 0; i < job.args.size(); ++i) {
+    if (job.args[i] == nullptr ||
+        (i < job.resident_args.size() && !job.resident_args[i].empty())) {
+      continue;
+    }
+    sent[i] = job.args[i];
+    sent_bytes += job.args[i]->num_bytes();
+  }
+  // A small job is written at once, on this thread, its first message with
+  // the call's headers and its last with the half-close: it fits the stream's
+  // flow-control window, so the writes never wait for the coordinator to read.
+  const bool small = sent_bytes <= kInlineJobBytes;
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(deadline));
   context.AddMetadata(kTraceparentKey, traceparent);
+  if (small) context.set_initial_metadata_corked(true);
   auto stream = stub_->RunJob(&context);
-
-  // Send on a second thread while this one reads, so a coordinator that
-  // rejects the job early answers at once instead of after the upload.
-  std::thread sender([&] {
-    if (!stream->Write(request)) return;
-    for (size_t i = 0; i < job.args.size(); ++i) {
-      if (job.args[i] == nullptr ||
-          (i < job.resident_args.size() && !job.resident_args[i].empty())) {
-        continue;  // resident: no data on the stream
-      }
-      const bool ok = SendTensorChunks(static_cast<uint32_t>(i), *job.args[i],
+  auto send = [&] {
+    TailWriter<v1::RunJobRequest> out(
+        [&](const v1::RunJobRequest& r, bool last) {
+          grpc::WriteOptions options;
+          if (last) options.set_last_message();
+          return stream->Write(r, options);
+        });
+    if (!out.Push(std::move(request))) return;
+    for (size_t i = 0; i < sent.size(); ++i) {
+      if (sent[i] == nullptr) continue;
+      const bool ok = SendTensorChunks(static_cast<uint32_t>(i), *sent[i],
                                        [&](v1::ArrayChunk&& chunk) {
                                          v1::RunJobRequest r;
                                          *r.mutable_chunk() = std::move(chunk);
-                                         return stream->Write(r);
+                                         return out.Push(std::move(r));
                                        });
       if (!ok) return;
     }
-    stream->WritesDone();
-  });
+    out.Close();
+  };
+  // A larger one is sent on a second thread while this one reads, so a
+  // coordinator that rejects the job early answers at once instead of
+  // after the upload.
+  std::thread sender;
+  if (small) {
+    send();
+  } else {
+    sender = std::thread(send);
+  }
 
   JobResult result;
   result.traceparent = traceparent;
@@ -218,7 +247,7 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
     }
   }
   if (!status.ok()) context.TryCancel();
-  sender.join();
+  if (sender.joinable()) sender.join();
   const absl::Status rpc = FromGrpcStatus(stream->Finish());
   if (!rpc.ok()) return rpc;
   if (!status.ok()) return status;

@@ -28,6 +28,9 @@ class JobStreamAdapter final : public JobStream {
   bool Write(const v1::RunJobResponse& response) override {
     return stream_->Write(response);
   }
+  bool WriteLast(const v1::RunJobResponse& response) override {
+    return stream_->Write(response, grpc::WriteOptions().set_last_message());
+  }
   bool cancelled() const override { return context_->IsCancelled(); }
 
  private:

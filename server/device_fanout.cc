@@ -7,10 +7,12 @@
 
 namespace shardmap {
 
-DeviceFanout::DeviceFanout(Options options, WorkerConnector* connector,
+DeviceFanout::DeviceFanout(Options options, DeviceThreads* threads,
+                           WorkerConnector* connector,
                            const std::vector<WorkerPool::Worker>& workers,
                            absl::Time deadline)
     : options_(std::move(options)),
+      threads_(threads),
       connector_(connector),
       workers_(workers),
       deadline_(deadline),
@@ -39,8 +41,9 @@ void DeviceFanout::Abort() {
 void DeviceFanout::Run(const Call& call,
                        const std::function<bool()>& cancelled) {
   const LogContext log_context = CurrentLogContext();
+  started_ = n_;
   for (int64_t d = 0; d < n_; ++d) {
-    threads_.emplace_back([this, &call, log_context, d] {
+    threads_->Run([this, &call, log_context, d, ended = ended_tasks_] {
       ScopedLogContext in_thread(log_context);  // logs and traceparent
       std::unique_ptr<ShardChannel> ch =
           connector_->Open(workers_[d].address, deadline_);
@@ -60,8 +63,13 @@ void DeviceFanout::Run(const Call& call,
         decided_.WaitForNotification();
         ended_[d] = SendDecision(*ch, commit_);
       }
-      absl::MutexLock lock(&mu_);
-      channels_[d] = nullptr;
+      {
+        absl::MutexLock lock(&mu_);
+        channels_[d] = nullptr;
+      }
+      ch.reset();  // before Finish may return, as a joined thread would
+      absl::MutexLock lock(&ended->mu);  // last: the fan-out may go now
+      ++ended->tasks;
     });
   }
   auto all_done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -86,8 +94,13 @@ void DeviceFanout::Run(const Call& call,
 std::vector<absl::Status> DeviceFanout::Finish(bool commit) {
   commit_ = commit;
   decided_.Notify();
-  for (std::thread& t : threads_) t.join();
-  threads_.clear();
+  // As bounded as the calls: each ends by its stream's deadline.
+  Ended& ended = *ended_tasks_;
+  auto all_ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ended.mu) {
+    return ended.tasks == started_;
+  };
+  absl::MutexLock lock(&ended.mu);
+  ended.mu.Await(absl::Condition(&all_ended));
   return ended_;
 }
 

@@ -1,4 +1,5 @@
-// Runs one job's device calls at once, a thread per device, and watches
+// Runs one job's device calls at once, each on a thread of the
+// coordinator's DeviceThreads (kept across jobs), and watches
 // them: the first device that fails cancels the others' streams
 // (fate-sharing); while they run, every `liveness_poll` the client's
 // `cancelled` and each running device's worker (`check_live`) are checked,
@@ -16,7 +17,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "server/device_threads.h"
 #include "server/job_results.h"
 #include "server/shard_channel.h"
 #include "server/worker_pool.h"
@@ -44,8 +45,9 @@ class DeviceFanout {
                                                           ShardChannel&)>;
 
   // Device d runs on workers[d]; its stream is opened with `deadline`.
-  // `connector` and `workers` must outlive the fan-out.
-  DeviceFanout(Options options, WorkerConnector* connector,
+  // `threads`, `connector` and `workers` must outlive the fan-out.
+  DeviceFanout(Options options, DeviceThreads* threads,
+               WorkerConnector* connector,
                const std::vector<WorkerPool::Worker>& workers,
                absl::Time deadline);
   ~DeviceFanout();
@@ -61,7 +63,7 @@ class DeviceFanout {
   const std::vector<absl::Status>& lost() const { return lost_; }
 
   // Two-phase: sends `commit` to every device whose call succeeded and
-  // ends its stream. Waits for every device thread. Returns each device's
+  // ends its stream. Waits for every device's task. Returns each device's
   // final status (OK for a device that was not asked).
   std::vector<absl::Status> Finish(bool commit);
 
@@ -70,6 +72,7 @@ class DeviceFanout {
   void Abort();
 
   const Options options_;
+  DeviceThreads* const threads_;      // Not owned.
   WorkerConnector* const connector_;  // Not owned.
   const std::vector<WorkerPool::Worker>& workers_;
   const absl::Time deadline_;
@@ -78,7 +81,6 @@ class DeviceFanout {
   std::vector<absl::StatusOr<DeviceResult>> results_;
   std::vector<absl::Status> lost_;
   std::vector<absl::Status> ended_;
-  std::vector<std::thread> threads_;
   absl::Notification decided_;
   bool commit_ = false;  // written before `decided_` is notified
 
@@ -87,6 +89,16 @@ class DeviceFanout {
   std::vector<ShardChannel*> channels_ ABSL_GUARDED_BY(mu_);
   std::vector<bool> returned_ ABSL_GUARDED_BY(mu_);  // per device
   int64_t done_ ABSL_GUARDED_BY(mu_) = 0;
+
+  // Counts the device tasks that have ended (after the decision, if
+  // two-phase). Shared with the tasks, so the last one may still be
+  // leaving its lock when Finish returns and the fan-out goes away.
+  struct Ended {
+    absl::Mutex mu;
+    int64_t tasks ABSL_GUARDED_BY(mu) = 0;
+  };
+  const std::shared_ptr<Ended> ended_tasks_ = std::make_shared<Ended>();
+  int64_t started_ = 0;  // tasks Run started
 };
 
 }  // namespace shardmap

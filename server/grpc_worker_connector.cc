@@ -21,6 +21,8 @@ class GrpcShardChannel final : public ShardChannel {
                    std::function<void(const absl::Status&)> ended)
       : stub_(std::move(stub)), ended_(std::move(ended)) {
     context_.set_deadline(absl::ToChronoTime(deadline));
+    // The call's headers leave with its first message, not on their own.
+    context_.set_initial_metadata_corked(true);
     // The job's trace, with the coordinator's span as the workers' parent.
     const LogContext& log = CurrentLogContext();
     if (!log.trace_id.empty()) {
@@ -29,8 +31,10 @@ class GrpcShardChannel final : public ShardChannel {
     }
   }
   bool Write(const v1::ShardRequest& request) override {
-    if (!stream_) stream_ = stub_->RunShard(&context_);
-    return stream_->Write(request);
+    return Start().Write(request);
+  }
+  bool WriteLast(const v1::ShardRequest& request) override {
+    return Start().Write(request, grpc::WriteOptions().set_last_message());
   }
   bool WritesDone() override { return stream_ && stream_->WritesDone(); }
   bool Read(v1::ShardResponse* response) override {
@@ -45,6 +49,11 @@ class GrpcShardChannel final : public ShardChannel {
   void Cancel() override { context_.TryCancel(); }
 
  private:
+  grpc::ClientReaderWriter<v1::ShardRequest, v1::ShardResponse>& Start() {
+    if (!stream_) stream_ = stub_->RunShard(&context_);
+    return *stream_;
+  }
+
   std::shared_ptr<v1::Worker::Stub> stub_;
   const std::function<void(const absl::Status&)> ended_;
   grpc::ClientContext context_;

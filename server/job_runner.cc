@@ -46,7 +46,8 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   fanout_options.liveness_poll = options_.liveness_poll;
   fanout_options.check_live = options_.check_live;
   fanout_options.two_phase = commit.two_phase();
-  DeviceFanout fanout(fanout_options, connector_, workers, deadline);
+  DeviceFanout fanout(fanout_options, &device_threads_, connector_, workers,
+                      deadline);
   fanout.Run(
       [&](int64_t d, ShardChannel& ch) {
         return RunShardCall(job_id, plan, d, context, inputs, ch);

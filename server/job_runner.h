@@ -1,7 +1,7 @@
 // Runs a planned job on its workers: ships each device only the blocks of
-// the arguments it needs (server/shard_call.h), one thread per device
-// (server/device_fanout.h), checks and assembles the outputs
-// (server/output_assembly.h), and commits the resident arrays the job
+// the arguments it needs (server/shard_call.h), each device on a thread of
+// its own, kept across jobs (server/device_fanout.h), checks and assembles the
+// outputs (server/output_assembly.h), and commits the resident arrays the job
 // writes (server/resident_commit.h). This class hands out the job tickets
 // that order jobs on each worker (worker/job_sequencer.h) and makes sure
 // every ticket reaches its worker (server/ticket_skipper.h).
@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/tensor.h"
+#include "server/device_threads.h"
 #include "server/job_results.h"
 #include "server/planner.h"
 #include "server/resident_index.h"
@@ -89,6 +90,8 @@ class JobRunner {
   ResidentIndex* const index_;        // Not owned; may be null.
   // Tells workers of the tickets of devices whose job never reached them.
   TicketSkipper skipper_;
+  // Where every job's device calls run.
+  DeviceThreads device_threads_;
   // Random per coordinator start; see TicketOwner (shard_call.h).
   const uint64_t epoch_ = std::random_device{}();
   absl::Mutex tickets_mu_;

@@ -25,6 +25,11 @@ class JobStream {
   virtual bool Read(v1::RunJobRequest* request) = 0;
   // False when the call broke (the client went away).
   virtual bool Write(const v1::RunJobResponse& response) = 0;
+  // Write of the call's last response: it may be held back and leave with
+  // the call's status, so nothing may be read or written after it.
+  virtual bool WriteLast(const v1::RunJobResponse& response) {
+    return Write(response);
+  }
   // True once the client cancelled or went away, or the call was cancelled
   // for it (its deadline passed).
   virtual bool cancelled() const = 0;
@@ -44,7 +49,8 @@ absl::StatusOr<std::vector<Tensor>> ReceiveInputs(const JobPlan& plan,
                                                   uint64_t* data_hash);
 
 // Sends a job's result, then its returned outputs (by output; null: stored,
-// not returned) as chunks. CANCELLED if the client went away.
+// not returned) as chunks, the last of them with WriteLast: nothing may be
+// written after it. CANCELLED if the client went away.
 absl::Status SendResult(const v1::JobResult& result,
                         const std::vector<std::shared_ptr<const Tensor>>& outs,
                         JobStream* stream);

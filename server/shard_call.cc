@@ -9,6 +9,7 @@
 #include "server/donation.h"
 #include "wire/chunking.h"
 #include "wire/proto_convert.h"
+#include "wire/tail_writer.h"
 
 namespace shardmap {
 namespace {
@@ -94,10 +95,11 @@ v1::ShardRequest JobRequest(const std::string& job_id, const JobPlan& plan,
   return request;
 }
 
-// Sends device `d`'s blocks of the arguments that travel with the job;
-// false if the stream broke.
+// Hands device `d`'s blocks of the arguments that travel with the job to
+// `out`; false if the stream broke.
 bool SendArguments(const JobPlan& plan, int64_t d,
-                   const std::vector<Tensor>& inputs, ShardChannel& ch) {
+                   const std::vector<Tensor>& inputs,
+                   TailWriter<v1::ShardRequest>& out) {
   for (size_t i = 0; i < plan.args.size(); ++i) {
     const ArgPlan& a = plan.args[i];
     if (a.resident.has_value()) continue;  // the worker fetches it
@@ -112,7 +114,7 @@ bool SendArguments(const JobPlan& plan, int64_t d,
         [&](v1::ArrayChunk&& chunk) {
           v1::ShardRequest r;
           *r.mutable_chunk() = std::move(chunk);
-          return ch.Write(r);
+          return out.Push(std::move(r));
         });
     if (!ok) return false;
   }
@@ -187,10 +189,13 @@ absl::StatusOr<DeviceResult> RunShardCall(const std::string& job_id,
                                           const ShardCallContext& context,
                                           const std::vector<Tensor>& inputs,
                                           ShardChannel& ch) {
-  bool ok = ch.Write(JobRequest(job_id, plan, d, context)) &&
-            SendArguments(plan, d, inputs, ch);
-  // A two-phase job keeps its stream open for the commit decision.
-  if (ok && !context.two_phase) ch.WritesDone();
+  // The last message carries the end of the stream, except for a two-phase
+  // job, whose stream stays open for the commit decision.
+  TailWriter<v1::ShardRequest> out([&](const v1::ShardRequest& r, bool last) {
+    return last && !context.two_phase ? ch.WriteLast(r) : ch.Write(r);
+  });
+  const bool ok = out.Push(JobRequest(job_id, plan, d, context)) &&
+                  SendArguments(plan, d, inputs, out) && out.Close();
   v1::ShardResponse response;
   if (!ok || !ch.Read(&response)) {
     absl::Status s = ch.Finish();

@@ -22,6 +22,10 @@ class ShardChannel {
   // False if the stream broke; Finish then tells why.
   virtual bool Write(const v1::ShardRequest& request) = 0;
   virtual bool WritesDone() = 0;
+  // Write and WritesDone in one.
+  virtual bool WriteLast(const v1::ShardRequest& request) {
+    return Write(request) && WritesDone();
+  }
   // False at the end of the stream or when it broke.
   virtual bool Read(v1::ShardResponse* response) = 0;
   // The stream's final status. Call once, after Read returned false.

@@ -11,6 +11,7 @@
 #include "core/status_util.h"
 #include "wire/chunking.h"
 #include "wire/proto_convert.h"
+#include "wire/tail_writer.h"
 #include "worker/collectives/communicator.h"
 #include "worker/job_residents.h"
 #include "worker/state_out_reshard.h"
@@ -141,7 +142,7 @@ absl::Status ShardJob::Run() {
   SHARD_RETURN_IF_ERROR(
       StageWrites(header, mesh, device, outputs, &states, *services_.store));
   if (stream_->cancelled()) return absl::CancelledError("job cancelled");
-  SHARD_RETURN_IF_ERROR(Send(response, outputs));
+  SHARD_RETURN_IF_ERROR(Send(std::move(response), outputs));
   if (!header.two_phase()) return absl::OkStatus();
   return Decide();
 }
@@ -256,11 +257,17 @@ StateReshardHooks ShardJob::ReshardHooks(
   return hooks;
 }
 
-absl::Status ShardJob::Send(const v1::ShardResponse& response,
+absl::Status ShardJob::Send(v1::ShardResponse response,
                             const std::vector<Tensor>& outputs) {
-  const absl::Status gone = absl::CancelledError("coordinator went away");
-  if (!stream_->Write(response)) return gone;
   const v1::ShardJob& header = received_.header;
+  // The last message leaves with the call's status, except for a two-phase
+  // job, which waits for the decision.
+  TailWriter<v1::ShardResponse> out([&](const v1::ShardResponse& r, bool last) {
+    return last && !header.two_phase() ? stream_->WriteLast(r)
+                                       : stream_->Write(r);
+  });
+  const absl::Status gone = absl::CancelledError("coordinator went away");
+  if (!out.Push(std::move(response))) return gone;
   const std::vector<bool>& wanted = received_.send_outputs;
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (i < wanted.size() && !wanted[i]) continue;
@@ -273,10 +280,11 @@ absl::Status ShardJob::Send(const v1::ShardResponse& response,
                                      [&](v1::ArrayChunk&& chunk) {
                                        v1::ShardResponse r;
                                        *r.mutable_chunk() = std::move(chunk);
-                                       return stream_->Write(r);
+                                       return out.Push(std::move(r));
                                      });
     if (!ok) return gone;
   }
+  if (!out.Close()) return gone;
   return absl::OkStatus();
 }
 

@@ -96,7 +96,7 @@ class ShardJob {
                                  MemoryBudget::Reservation* memory) const;
   // The outputs' headers and digests (all in `response`), then the chunks
   // of the outputs the coordinator asked for.
-  absl::Status Send(const v1::ShardResponse& response,
+  absl::Status Send(v1::ShardResponse response,
                     const std::vector<Tensor>& outputs);
   // The two-phase decision: commits the staged writes if told to.
   absl::Status Decide();

@@ -19,6 +19,11 @@ class ShardStream {
   virtual bool Read(v1::ShardRequest* request) = 0;
   // False if the coordinator is gone.
   virtual bool Write(const v1::ShardResponse& response) = 0;
+  // Write of the call's last response: it may be held back and leave with
+  // the call's status, so nothing may be read or written after it.
+  virtual bool WriteLast(const v1::ShardResponse& response) {
+    return Write(response);
+  }
   // True once the coordinator cancelled the call (it aborts the job, or the
   // call's deadline passed).
   virtual bool cancelled() const = 0;

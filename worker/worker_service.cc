@@ -27,6 +27,9 @@ class GrpcShardStream final : public ShardStream {
   bool Write(const v1::ShardResponse& response) override {
     return stream_->Write(response);
   }
+  bool WriteLast(const v1::ShardResponse& response) override {
+    return stream_->Write(response, grpc::WriteOptions().set_last_message());
+  }
   bool cancelled() const override { return context_->IsCancelled(); }
 
  private:
