@@ -203,8 +203,8 @@ TEST_F(ClusterTest, GetOfAnArrayWhoseCopiesDifferSaysSo) {
       for (int i = 0; i < 3; ++i) other.data_as<int32_t>()[i] = -7;
       ResidentStore::Block b = block;
       b.data = std::make_shared<const Tensor>(std::move(other));
-      store.Drop(name);
-      store.Put(name, std::move(b));
+      ASSERT_TRUE(store.Drop(name).ok());
+      ASSERT_TRUE(store.Put(name, std::move(b)).ok());
       changed = true;
       break;
     }
