@@ -11,10 +11,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <thread>
 
 namespace shardmap_bench {
 
@@ -66,6 +69,16 @@ inline void ResetHwm(pid_t pid = 0) {
     // Nothing to do: the peak then covers more than the step.
   }
   close(fd);
+}
+
+// Ends the process (exit 1, naming `who`) after `seconds`: a benchmark
+// that hangs fails instead. Processes it started with PDEATHSIG die too.
+inline void StartWatchdog(const char* who, int seconds) {
+  std::thread([who, seconds] {
+    std::this_thread::sleep_for(std::chrono::seconds(seconds));
+    std::fprintf(stderr, "%s: timed out after %d s\n", who, seconds);
+    std::_Exit(1);
+  }).detach();
 }
 
 }  // namespace shardmap_bench

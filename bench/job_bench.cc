@@ -368,12 +368,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--big-bytes must split into float32 per worker\n");
     return 64;
   }
-  // A watchdog; the cluster's processes die with us (PDEATHSIG).
-  std::thread([timeout] {
-    std::this_thread::sleep_for(std::chrono::seconds(timeout));
-    std::fprintf(stderr, "job_bench: timed out after %d s\n", timeout);
-    std::_Exit(1);
-  }).detach();
+  // The cluster's processes die with us (PDEATHSIG).
+  shardmap_bench::StartWatchdog("job_bench", timeout);
   if ((2 * mlp_width) % workers != 0) {
     std::fprintf(stderr, "--mlp-width * 2 must split over the workers\n");
     return 64;

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "bench/bench_util.h"
 #include "client/local_cluster.h"
 #include "client/shard_client.h"
 #include "core/mesh.h"
@@ -252,11 +253,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "train_bench: --rows must split over --workers\n");
     return 64;
   }
-  // A watchdog; the cluster's processes die with us (PDEATHSIG).
-  std::thread([timeout] {
-    std::this_thread::sleep_for(std::chrono::seconds(timeout));
-    std::fprintf(stderr, "train_bench: timed out after %d s\n", timeout);
-    std::_Exit(1);
-  }).detach();
+  // The cluster's processes die with us (PDEATHSIG).
+  shardmap_bench::StartWatchdog("train_bench", timeout);
   return shardmap::Run(workers, rows, cols, steps);
 }
