@@ -1,10 +1,12 @@
 #include "worker/state_out_reshard.h"
 
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/block_math.h"
 #include "core/status_util.h"
 #include "wire/proto_convert.h"
@@ -125,9 +127,15 @@ absl::Status ReshardWrittenStates(const v1::ShardJob& header, const Mesh& mesh,
     sources.push_back(std::move(from));
   }
   if (hooks.reserve) {
+    std::vector<std::string> names;
+    for (int i : slots) {
+      names.push_back(absl::StrCat("'", header.states(i).slot(), "' (",
+                                   header.states(i).source().name(), ")"));
+    }
     SHARD_RETURN_IF_ERROR(hooks.reserve(
-        bytes, absl::StrCat("job ", header.job_id(), " device ", device,
-                            "'s states in their out specs")));
+        bytes,
+        absl::StrCat("job ", header.job_id(), " device ", device, "'s states ",
+                     absl::StrJoin(names, ", "), " in their out specs")));
   }
   // Every peer read from has exposed its blocks.
   if (hooks.barrier) {

@@ -72,7 +72,8 @@ class StateOutSpecTest(harness.ClusterTestCase):
             "out/buf", x, "--state-spec", "P('x')",
             "--state-out-spec", "buffer=P()")
         self.assertEqual(code, TEMP_FAIL, err)
-        self.assertIn("states in their out specs need 8000 bytes", err)
+        self.assertIn("states 'buffer' (out/buf) in their out specs need "
+                      "8000 bytes", err)
         self.assertIn("--memory-budget of " + BUDGET, err)
         # The previous value, version and sharding, on every read.
         after = self.info("out/buf")
