@@ -139,6 +139,16 @@ absl::StatusOr<DeviceDigests> DigestsFromProto(const JobPlan& plan,
         states, " and ", args,
         " were expected (is the worker an older shardmap?)"));
   }
+  for (const StatePlan& st : plan.states) {
+    if (st.out_spec.has_value() && !got.state_out_specs_applied()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "state '", st.slot, "' (", st.array.name, ") is to be stored as ",
+          st.out_spec->ToString(),
+          " (--state-out-spec), but the worker did not store it so: it is an "
+          "older shardmap that ignores ShardJob.state_out_specs; upgrade the "
+          "workers with or before the coordinator. No state was changed."));
+    }
+  }
   DeviceDigests d;
   d.outputs.assign(got.digests().begin(), got.digests().end());
   d.written_states.assign(got.state_digests().begin(),

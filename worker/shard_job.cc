@@ -223,6 +223,7 @@ absl::StatusOr<std::vector<Tensor>> ShardJob::Execute(
             ? ReplicaDigest(mesh, slot.source().job_spec(), it->second)
             : 0);
   }
+  described->set_state_out_specs_applied(header.state_out_specs_size() > 0);
   if (ReshardsStates(header)) {
     SHARD_RETURN_IF_ERROR(ReshardWrittenStates(
         header, mesh, device, *services_.peers, *services_.store,

@@ -235,6 +235,9 @@ std::vector<v1::ShardResponse> FakeAnswer(
   for (size_t i = 0; i < plan.args.size(); ++i) {
     outputs->add_resident_arg_digests(0);
   }
+  for (const StatePlan& st : plan.states) {
+    if (st.out_spec.has_value()) outputs->set_state_out_specs_applied(true);
+  }
   for (size_t o = 0; o < blocks.size(); ++o) {
     if (!plan.StoredAs(o).empty() ||
         !plan.IsOutputRepresentative(static_cast<int>(o), device)) {

@@ -93,6 +93,28 @@ TEST_F(StateOutCommitTest, AnUnconfirmedCommitLeavesTheStateAsItWas) {
   }
 }
 
+// A worker that predates ShardJob.state_out_specs stages the state in the
+// job's sharding and does not say it honoured the out spec: the job fails
+// naming the state, and nothing is published.
+TEST_F(StateOutCommitTest, AWorkerThatIgnoresTheOutSpecFailsTheJob) {
+  const uint64_t before = Resident("S");
+  absl::StatusOr<JobPlan> plan = Plan("P()");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  AnswerAll(*plan, 2);
+  FakeWorkerScript old;
+  old.responses = FakeAnswer(*plan, 1, Block(1));
+  old.responses[0].mutable_outputs()->set_state_out_specs_applied(false);
+  connector_.Script(workers_[1].address, old);
+  JobRunner runner(JobRunner::Options{}, &connector_, &index_);
+  auto out = Run(runner, *plan, 2);
+  EXPECT_TRUE(StatusIs(out.status(), absl::StatusCode::kFailedPrecondition,
+                       {"state 'buffer' (S)", "P()", "older shardmap"}));
+  auto s = index_.Find("S");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->version, before);
+  EXPECT_EQ(s->spec.ToString(), "P('x',)");
+}
+
 TEST_F(StateOutCommitTest, AnOutSpecLikeTheReadOneIsNoReshard) {
   Resident("S");
   absl::StatusOr<JobPlan> plan = Plan("P('x')");
