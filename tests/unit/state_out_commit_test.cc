@@ -43,6 +43,15 @@ class StateOutCommitTest : public JobRunnerFixture {
         },
         &index_);
   }
+
+  // Runs `plan` with worker 1 answering by `script`, worker 0 as asked.
+  absl::StatusOr<std::vector<JobOutput>> RunWithWorker1(
+      const JobPlan& plan, FakeWorkerScript script) {
+    AnswerAll(plan, 2);
+    connector_.Script(workers_[1].address, std::move(script));
+    JobRunner runner(JobRunner::Options{}, &connector_, &index_);
+    return Run(runner, plan, 2);
+  }
 };
 
 TEST_F(StateOutCommitTest, TheCommitPublishesTheStateInItsOutSpec) {
@@ -70,13 +79,10 @@ TEST_F(StateOutCommitTest, AnUnconfirmedCommitLeavesTheStateAsItWas) {
   const uint64_t before = Resident("S");
   absl::StatusOr<JobPlan> plan = Plan("P()");
   ASSERT_TRUE(plan.ok()) << plan.status();
-  AnswerAll(*plan, 2);
   FakeWorkerScript lost;
   lost.responses = FakeAnswer(*plan, 1, Block(1));
   lost.commit_finish = absl::UnavailableError("worker w1 went away");
-  connector_.Script(workers_[1].address, lost);
-  JobRunner runner(JobRunner::Options{}, &connector_, &index_);
-  auto out = Run(runner, *plan, 2);
+  auto out = RunWithWorker1(*plan, std::move(lost));
   EXPECT_TRUE(StatusIs(out.status(), absl::StatusCode::kUnavailable,
                        {"job job-7 is not committed", "device 1",
                         "keep their previous versions"}));
@@ -100,13 +106,10 @@ TEST_F(StateOutCommitTest, AWorkerThatIgnoresTheOutSpecFailsTheJob) {
   const uint64_t before = Resident("S");
   absl::StatusOr<JobPlan> plan = Plan("P()");
   ASSERT_TRUE(plan.ok()) << plan.status();
-  AnswerAll(*plan, 2);
   FakeWorkerScript old;
   old.responses = FakeAnswer(*plan, 1, Block(1));
   old.responses[0].mutable_outputs()->set_state_out_specs_applied(false);
-  connector_.Script(workers_[1].address, old);
-  JobRunner runner(JobRunner::Options{}, &connector_, &index_);
-  auto out = Run(runner, *plan, 2);
+  auto out = RunWithWorker1(*plan, std::move(old));
   EXPECT_TRUE(StatusIs(out.status(), absl::StatusCode::kFailedPrecondition,
                        {"state 'buffer' (S)", "P()", "older shardmap"}));
   auto s = index_.Find("S");
