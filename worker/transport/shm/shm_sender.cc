@@ -70,7 +70,7 @@ bool ShmSender::Usable() {
     absl::MutexLock lock(&mu_);
     if (!failed_.ok()) return false;
   }
-  return ring_->PeerAlive();
+  return ring_->PeerAliveLately();
 }
 
 size_t ShmSender::SpilledBytes() {
@@ -108,7 +108,7 @@ absl::Status ShmSender::WriteRecord(
   const absl::Span<const uint8_t> parts[2] = {AsBytes(head), data};
   const size_t total = head.size() + data.size();
   absl::MutexLock lock(&mu_);
-  if (failed_.ok() && !ring_->PeerAlive()) {
+  if (failed_.ok() && !ring_->PeerAliveLately()) {
     failed_ = absl::UnavailableError(absl::StrCat(
         options_.peer, " is gone: it unmapped the channel (it exited)"));
   }

@@ -69,8 +69,10 @@ class ShmSender {
   // Whether Lend may lend (the receiver reads this process's memory).
   bool lends() const { return options_.lend; }
 
-  // Errors: UNAVAILABLE once the receiver is gone (sticky), or what the
-  // wait for room ended with: DEADLINE_EXCEEDED or `aborted`'s status.
+  // Errors: UNAVAILABLE once the receiver is gone (sticky; noticed within
+  // ShmRing::kLivenessPeriod, so a message sent in that time is lost with
+  // the receiver), or what the wait for room ended with:
+  // DEADLINE_EXCEEDED or `aborted`'s status.
   absl::Status Send(const ShmMessageKey& key, const Fingerprint& fingerprint,
                     absl::Span<const uint8_t> data, absl::Time deadline,
                     const std::function<absl::Status()>& aborted);
@@ -92,7 +94,8 @@ class ShmSender {
                       absl::Time deadline,
                       const std::function<absl::Status()>& aborted);
 
-  // False once the channel failed or the receiver unmapped it.
+  // False once the channel failed or the receiver unmapped it (noticed
+  // within ShmRing::kLivenessPeriod). Cheap: no system call per call.
   bool Usable();
   // Bytes set aside and not yet in the ring.
   size_t SpilledBytes();
