@@ -1,0 +1,127 @@
+// Tests of borrowed pushes (ShmSender::Lend on a channel that does not lend
+// by address): what does not fit in the ring waits in the caller's buffer,
+// Settle waits until the pusher has it all in the ring, and a caller that
+// gives up (abandon, deadline) gets its buffer back at once while the
+// receiver still gets the message as it was when lent.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "tests/unit/shm_pair.h"
+#include "worker/transport/shm/shm_lent.h"
+
+namespace shardmap {
+namespace {
+
+using Bytes = std::vector<uint8_t>;
+
+const auto kNever = [] { return absl::OkStatus(); };
+
+absl::Time In(absl::Duration d) { return absl::Now() + d; }
+
+Bytes Pattern(size_t n, uint8_t salt) {
+  Bytes b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(i * 13 + salt);
+  return b;
+}
+
+ShmMessageKey Key(uint32_t step, const std::string& job = "j") {
+  return ShmMessageKey{job, 0, 1, 3, step};
+}
+
+const Fingerprint kFp{11, "ppermute(float32[...])"};
+
+absl::Status Take(Channel& c, uint32_t step, Bytes* out) {
+  return c.receiver->Take(Key(step), kFp, absl::MakeSpan(*out),
+                          In(absl::Seconds(30)), kNever);
+}
+
+// A message larger than the ring, lent while nobody reads: the rest is
+// borrowed (one push ticket, no copy aside) and Settle returns once the
+// receiver has drained it; a small one fits and needs no ticket.
+TEST(ShmBorrowTest, SettleWaitsUntilTheBorrowedRestIsInTheRing) {
+  Channel c(64 << 10);
+  ASSERT_FALSE(c.sender->lends());
+  const Bytes big = Pattern(1 << 20, 1);
+  const Bytes small = Pattern(100, 2);
+  std::vector<ShmLentTicket> tickets;
+  ASSERT_TRUE(
+      c.sender->Lend(Key(0), kFp, small, In(absl::Seconds(5)), kNever, &tickets)
+          .ok());
+  EXPECT_TRUE(tickets.empty());
+  ASSERT_TRUE(
+      c.sender->Lend(Key(1), kFp, big, In(absl::Seconds(5)), kNever, &tickets)
+          .ok());
+  ASSERT_EQ(tickets.size(), 1u);
+  EXPECT_EQ(tickets[0].slot, -1);
+  EXPECT_GT(tickets[0].push, 0u);
+  EXPECT_GT(c.sender->SpilledBytes(), 0u);
+
+  Bytes got_big(big.size()), got_small(small.size());
+  absl::Status took_big, took_small;
+  std::thread reader([&] {  // out of order: the small one is stashed
+    took_big = Take(c, 1, &got_big);
+    took_small = Take(c, 0, &got_small);
+  });
+  const absl::Status settled =
+      c.sender->Settle(&tickets, false, In(absl::Seconds(30)), kNever);
+  reader.join();
+  EXPECT_TRUE(settled.ok()) << settled;
+  EXPECT_TRUE(tickets.empty());
+  EXPECT_EQ(c.sender->SpilledBytes(), 0u);
+  ASSERT_TRUE(took_big.ok()) << took_big;
+  ASSERT_TRUE(took_small.ok()) << took_small;
+  EXPECT_EQ(got_big, big);
+  EXPECT_EQ(got_small, small);
+}
+
+// Abandoned (the caller's collective failed) or past Settle's deadline:
+// Settle returns without the receiver, the caller overwrites its buffers,
+// and the receiver still gets each message as it was lent (the rest was
+// copied aside), behind a copied Send that came first.
+TEST(ShmBorrowTest, GivingUpCopiesTheBorrowedRestAside) {
+  Channel c(64 << 10);
+  const Bytes copied = Pattern(300 << 10, 3);
+  Bytes lent_a = Pattern(1 << 20, 4);
+  Bytes lent_b = Pattern((512 << 10) + 7, 5);
+  const Bytes want_a = lent_a, want_b = lent_b;
+  ASSERT_TRUE(
+      c.sender->Send(Key(0), kFp, copied, In(absl::Seconds(5)), kNever).ok());
+  std::vector<ShmLentTicket> tickets_a, tickets_b;
+  ASSERT_TRUE(
+      c.sender
+          ->Lend(Key(1), kFp, lent_a, In(absl::Seconds(5)), kNever, &tickets_a)
+          .ok());
+  ASSERT_EQ(tickets_a.size(), 1u);  // all of it: behind the spilled Send
+  ASSERT_TRUE(
+      c.sender
+          ->Lend(Key(2), kFp, lent_b, In(absl::Seconds(5)), kNever, &tickets_b)
+          .ok());
+  ASSERT_EQ(tickets_b.size(), 1u);
+
+  EXPECT_TRUE(
+      c.sender->Settle(&tickets_a, true, In(absl::Seconds(30)), kNever).ok());
+  EXPECT_TRUE(tickets_a.empty());
+  const absl::Status late =
+      c.sender->Settle(&tickets_b, false, In(absl::Milliseconds(50)), kNever);
+  EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
+  EXPECT_TRUE(tickets_b.empty());
+  std::fill(lent_a.begin(), lent_a.end(), 0xee);
+  std::fill(lent_b.begin(), lent_b.end(), 0xdd);
+
+  Bytes got_b(want_b.size()), got_a(want_a.size()), got_c(copied.size());
+  ASSERT_TRUE(Take(c, 2, &got_b).ok());
+  ASSERT_TRUE(Take(c, 1, &got_a).ok());
+  ASSERT_TRUE(Take(c, 0, &got_c).ok());
+  EXPECT_EQ(got_a, want_a);
+  EXPECT_EQ(got_b, want_b);
+  EXPECT_EQ(got_c, copied);
+}
+
+}  // namespace
+}  // namespace shardmap
