@@ -246,22 +246,18 @@ size_t ShmRing::Readable() const {
 
 size_t ShmRing::Writable() const { return capacity_ - Readable(); }
 
-// Both copy in steps of at most kPublishStep and publish each step, so the
-// other side can start on the first bytes of a large copy while the rest
-// are still being copied (the two copies of a message overlap).
 size_t ShmRing::Write(const uint8_t* data, size_t n) {
   const uint64_t w = header_->write_pos.load(std::memory_order_relaxed);
   const uint64_t r = header_->read_pos.load(std::memory_order_acquire);
   n = std::min<size_t>(n, capacity_ - static_cast<size_t>(w - r));
-  for (size_t done = 0; done < n;) {
-    const size_t at = static_cast<size_t>((w + done) % capacity_);
-    const size_t step = std::min({n - done, capacity_ - at, kPublishStep});
-    std::memcpy(data_ + at, data + done, step);
-    done += step;
-    header_->write_pos.store(w + done);  // seq_cst: see Wait
-    header_->data_seq.fetch_add(1);
-    if (header_->reader_sleeping.load() > 0) FutexWakeAll(&header_->data_seq);
-  }
+  if (n == 0) return 0;
+  const size_t at = static_cast<size_t>(w % capacity_);
+  const size_t first = std::min(n, capacity_ - at);
+  std::memcpy(data_ + at, data, first);
+  if (n > first) std::memcpy(data_, data + first, n - first);
+  header_->write_pos.store(w + n);  // seq_cst: see Wait
+  header_->data_seq.fetch_add(1);
+  if (header_->reader_sleeping.load() > 0) FutexWakeAll(&header_->data_seq);
   return n;
 }
 
@@ -269,17 +265,16 @@ size_t ShmRing::Read(uint8_t* out, size_t n) {
   const uint64_t r = header_->read_pos.load(std::memory_order_relaxed);
   const uint64_t w = header_->write_pos.load(std::memory_order_acquire);
   n = std::min<size_t>(n, static_cast<size_t>(w - r));
-  for (size_t done = 0; done < n;) {
-    const size_t at = static_cast<size_t>((r + done) % capacity_);
-    const size_t step = std::min({n - done, capacity_ - at, kPublishStep});
-    if (out != nullptr) std::memcpy(out + done, data_ + at, step);
-    done += step;
-    header_->read_pos.store(r + done);
-    header_->space_seq.fetch_add(1);
-    if (header_->writer_sleeping.load() > 0) {
-      FutexWakeAll(&header_->space_seq);
-    }
+  if (n == 0) return 0;
+  if (out != nullptr) {
+    const size_t at = static_cast<size_t>(r % capacity_);
+    const size_t first = std::min(n, capacity_ - at);
+    std::memcpy(out, data_ + at, first);
+    if (n > first) std::memcpy(out + first, data_, n - first);
   }
+  header_->read_pos.store(r + n);
+  header_->space_seq.fetch_add(1);
+  if (header_->writer_sleeping.load() > 0) FutexWakeAll(&header_->space_seq);
   return n;
 }
 

@@ -46,8 +46,6 @@ class ShmRing {
   static constexpr absl::Duration kWaitSlice = absl::Milliseconds(20);
   // How long Wait polls (yielding the core) before it sleeps on the futex.
   static constexpr absl::Duration kSpin = absl::Microseconds(50);
-  // Write and Read publish their progress at least every this many bytes.
-  static constexpr size_t kPublishStep = 64 << 10;
 
   // Creates and maps a new object of `capacity` bytes of ring (a multiple
   // of 4096, at least 4096) as its writer.
