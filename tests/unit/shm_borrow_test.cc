@@ -1,13 +1,12 @@
 // Tests of borrowed pushes (ShmSender::Lend on a channel that does not lend
-// by address): what does not fit in the ring waits in the caller's buffer,
-// Settle waits until the pusher has it all in the ring, and a caller that
-// gives up (abandon, deadline) gets its buffer back at once while the
-// receiver still gets the message as it was when lent.
+// by address): what does not fit in the ring waits in the caller's buffer
+// and is pushed from there as the receiver drains the ring; Settle copies
+// what is still waiting aside, so the caller may reuse its buffer at once
+// while the receiver still gets each message as it was when lent.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
@@ -42,9 +41,9 @@ absl::Status Take(Channel& c, uint32_t step, Bytes* out) {
 }
 
 // A message larger than the ring, lent while nobody reads: the rest is
-// borrowed (one push ticket, no copy aside) and Settle returns once the
-// receiver has drained it; a small one fits and needs no ticket.
-TEST(ShmBorrowTest, SettleWaitsUntilTheBorrowedRestIsInTheRing) {
+// borrowed (one push ticket, no copy aside) and reaches the receiver from
+// the caller's buffer; a small one fits and needs no ticket.
+TEST(ShmBorrowTest, TheBorrowedRestIsPushedFromTheCallersBuffer) {
   Channel c(64 << 10);
   ASSERT_FALSE(c.sender->lends());
   const Bytes big = Pattern(1 << 20, 1);
@@ -63,28 +62,22 @@ TEST(ShmBorrowTest, SettleWaitsUntilTheBorrowedRestIsInTheRing) {
   EXPECT_GT(c.sender->SpilledBytes(), 0u);
 
   Bytes got_big(big.size()), got_small(small.size());
-  absl::Status took_big, took_small;
-  std::thread reader([&] {  // out of order: the small one is stashed
-    took_big = Take(c, 1, &got_big);
-    took_small = Take(c, 0, &got_small);
-  });
-  const absl::Status settled =
-      c.sender->Settle(&tickets, false, In(absl::Seconds(30)), kNever);
-  reader.join();
-  EXPECT_TRUE(settled.ok()) << settled;
-  EXPECT_TRUE(tickets.empty());
+  // Out of order: the small one is stashed.
+  ASSERT_TRUE(Take(c, 1, &got_big).ok());
+  ASSERT_TRUE(Take(c, 0, &got_small).ok());
   EXPECT_EQ(c.sender->SpilledBytes(), 0u);
-  ASSERT_TRUE(took_big.ok()) << took_big;
-  ASSERT_TRUE(took_small.ok()) << took_small;
+  EXPECT_TRUE(
+      c.sender->Settle(&tickets, false, In(absl::Seconds(30)), kNever).ok());
+  EXPECT_TRUE(tickets.empty());
   EXPECT_EQ(got_big, big);
   EXPECT_EQ(got_small, small);
 }
 
-// Abandoned (the caller's collective failed) or past Settle's deadline:
-// Settle returns without the receiver, the caller overwrites its buffers,
-// and the receiver still gets each message as it was lent (the rest was
+// Settled (or abandoned: the caller's collective failed) while nobody
+// reads: Settle returns at once, the caller overwrites its buffers, and
+// the receiver still gets each message as it was lent (the rest was
 // copied aside), behind a copied Send that came first.
-TEST(ShmBorrowTest, GivingUpCopiesTheBorrowedRestAside) {
+TEST(ShmBorrowTest, SettleCopiesTheBorrowedRestAside) {
   Channel c(64 << 10);
   const Bytes copied = Pattern(300 << 10, 3);
   Bytes lent_a = Pattern(1 << 20, 4);
@@ -107,9 +100,8 @@ TEST(ShmBorrowTest, GivingUpCopiesTheBorrowedRestAside) {
   EXPECT_TRUE(
       c.sender->Settle(&tickets_a, true, In(absl::Seconds(30)), kNever).ok());
   EXPECT_TRUE(tickets_a.empty());
-  const absl::Status late =
-      c.sender->Settle(&tickets_b, false, In(absl::Milliseconds(50)), kNever);
-  EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
+  EXPECT_TRUE(
+      c.sender->Settle(&tickets_b, false, In(absl::Seconds(30)), kNever).ok());
   EXPECT_TRUE(tickets_b.empty());
   std::fill(lent_a.begin(), lent_a.end(), 0xee);
   std::fill(lent_b.begin(), lent_b.end(), 0xdd);

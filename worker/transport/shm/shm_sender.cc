@@ -233,7 +233,7 @@ absl::Status ShmSender::Settle(std::vector<ShmLentTicket>* tickets,
                                   return true;
                                 }),
                  tickets->end());
-  absl::Status result = SettlePushes(pushes, abandon, deadline, aborted);
+  absl::Status result = SettlePushes(pushes, abandon);
   if (!result.ok()) abandon = true;
   const absl::Time spin_until = absl::Now() + ShmRing::kSpin;
   absl::Time give_up = absl::InfiniteFuture();
@@ -300,33 +300,15 @@ bool ShmSender::AnyBorrowedLocked(const std::vector<uint64_t>& pushes) const {
   return false;
 }
 
-absl::Status ShmSender::SettlePushes(
-    const std::vector<uint64_t>& pushes, bool abandon, absl::Time deadline,
-    const std::function<absl::Status()>& aborted) {
+absl::Status ShmSender::SettlePushes(const std::vector<uint64_t>& pushes,
+                                     bool abandon) {
   if (pushes.empty()) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
-  auto pushed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !AnyBorrowedLocked(pushes);
-  };
-  absl::Status result;
-  while (!abandon && !pushed()) {
-    absl::Status s = aborted ? aborted() : absl::OkStatus();
-    if (s.ok() && absl::Now() >= deadline) {
-      s = absl::DeadlineExceededError(
-          absl::StrCat("lent messages still wait for room in the channel to ",
-                       options_.peer));
-    }
-    if (!s.ok()) {
-      result = s;
-      break;
-    }
-    mu_.AwaitWithDeadline(
-        absl::Condition(&pushed),
-        std::min(deadline, absl::Now() + ShmRing::kWaitSlice));
-  }
-  if (!pushed()) {
-    // The caller is about to reuse its buffers: copy what is left of them
-    // aside, once the pusher is not copying from one (one bounded Write).
+  if (AnyBorrowedLocked(pushes)) {
+    // The caller may reuse its buffers from now on: copy what the pusher
+    // has not written yet aside, once it is not copying from one (one
+    // bounded Write). Waiting for the receiver instead would tie this
+    // step's end to the receiver's pace.
     auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       return !pushing_borrowed_;
     };
@@ -344,8 +326,7 @@ absl::Status ShmSender::SettlePushes(
       if (skip > 0) front_done_ = 0;
     }
   }
-  if (result.ok() && !abandon && !failed_.ok()) result = failed_;
-  return result;
+  return abandon ? absl::OkStatus() : failed_;
 }
 
 void ShmSender::PushSpilled() {

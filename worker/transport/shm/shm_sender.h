@@ -23,9 +23,9 @@
 // when the receiver can read this process's memory (Options::lend) it
 // announces a large message by address (shm_lent.h) and the receiver
 // copies it straight into its destination, one copy and no ring. Else
-// what does not fit in the ring is not copied aside but pushed into it
-// later straight from the caller's buffer ("borrowed"); Settle waits for
-// that, or, when the caller gives up, copies the rest aside after all.
+// what does not fit in the ring is not copied aside at once but pushed
+// into it later straight from the caller's buffer ("borrowed"); what is
+// still borrowed when the caller settles is copied aside then.
 //
 // Thread-safe.
 #ifndef SHARDMAP_WORKER_SHM_SENDER_H_
@@ -89,13 +89,12 @@ class ShmSender {
                     absl::Span<const uint8_t> data, absl::Time deadline,
                     const std::function<absl::Status()>& aborted,
                     std::vector<ShmLentTicket>* tickets);
-  // Waits until the receiver is done with every buffer of *tickets, and
-  // the pusher with every borrowed one (then clears it), and returns OK.
-  // With `abandon` (the caller failed) or past `deadline` or once
-  // `aborted` fails, it withdraws the buffers not being read, copies aside
-  // what is still borrowed, waits (bounded) for buffers being read, and
-  // returns that status (OK with abandon). UNAVAILABLE if the receiver is
-  // gone.
+  // Copies aside what is still borrowed of *tickets' buffers, waits until
+  // the receiver is done with every lent one (then clears *tickets), and
+  // returns OK. With `abandon` (the caller failed) or past `deadline` or
+  // once `aborted` fails, it withdraws the lent buffers not being read,
+  // waits (bounded) for those being read, and returns that status (OK with
+  // abandon). UNAVAILABLE if the receiver is gone.
   absl::Status Settle(std::vector<ShmLentTicket>* tickets, bool abandon,
                       absl::Time deadline,
                       const std::function<absl::Status()>& aborted);
@@ -121,10 +120,10 @@ class ShmSender {
   void SpillLocked(const absl::Span<const uint8_t> (&parts)[2], size_t offset,
                    std::vector<ShmLentTicket>* borrow)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Settle's part for borrowed buffers (`pushes`: their numbers).
-  absl::Status SettlePushes(const std::vector<uint64_t>& pushes, bool abandon,
-                            absl::Time deadline,
-                            const std::function<absl::Status()>& aborted);
+  // Settle's part for borrowed buffers (`pushes`: their numbers): copies
+  // what is left of them aside. UNAVAILABLE if the channel failed, unless
+  // `abandon`.
+  absl::Status SettlePushes(const std::vector<uint64_t>& pushes, bool abandon);
   bool AnyBorrowedLocked(const std::vector<uint64_t>& pushes) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
