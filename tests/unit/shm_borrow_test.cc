@@ -15,23 +15,8 @@
 #include "worker/transport/shm/shm_lent.h"
 
 namespace shardmap {
+namespace shm_lent_testing {
 namespace {
-
-using Bytes = std::vector<uint8_t>;
-
-const auto kNever = [] { return absl::OkStatus(); };
-
-absl::Time In(absl::Duration d) { return absl::Now() + d; }
-
-Bytes Pattern(size_t n, uint8_t salt) {
-  Bytes b(n);
-  for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(i * 13 + salt);
-  return b;
-}
-
-ShmMessageKey Key(uint32_t step, const std::string& job = "j") {
-  return ShmMessageKey{job, 0, 1, 3, step};
-}
 
 const Fingerprint kFp{11, "ppermute(float32[...])"};
 
@@ -116,4 +101,5 @@ TEST(ShmBorrowTest, SettleCopiesTheBorrowedRestAside) {
 }
 
 }  // namespace
+}  // namespace shm_lent_testing
 }  // namespace shardmap

@@ -20,23 +20,8 @@
 #include "worker/transport/shm/cross_memory.h"
 
 namespace shardmap {
+namespace shm_lent_testing {
 namespace {
-
-using Bytes = std::vector<uint8_t>;
-
-const auto kNever = [] { return absl::OkStatus(); };
-
-absl::Time In(absl::Duration d) { return absl::Now() + d; }
-
-Bytes Pattern(size_t n, uint8_t salt) {
-  Bytes b(n);
-  for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(i * 13 + salt);
-  return b;
-}
-
-ShmMessageKey Key(uint32_t step, const std::string& job = "j") {
-  return ShmMessageKey{job, 0, 1, 7, step};
-}
 
 // A kernel that refuses, as one with Yama ptrace_scope 3 would.
 class RefusingMemory final : public CrossMemory {
@@ -265,4 +250,5 @@ TEST(ShmLentNetworkTest, LendsOnlyWhenThePeerCanRead) {
 }
 
 }  // namespace
+}  // namespace shm_lent_testing
 }  // namespace shardmap
