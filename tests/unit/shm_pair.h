@@ -7,9 +7,14 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "absl/status/status.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "rpc/channel_cache.h"
 #include "worker/shm_network.h"
 #include "worker/transport/shm/cross_memory.h"
@@ -18,6 +23,30 @@
 #include "worker/transport/shm/shm_sender.h"
 
 namespace shardmap {
+
+// What the lent-buffer tests share (a namespace of its own: shm_test.cc
+// has its own helpers of these names).
+namespace shm_lent_testing {
+
+using Bytes = std::vector<uint8_t>;
+
+inline const auto kNever = [] { return absl::OkStatus(); };
+
+inline absl::Time In(absl::Duration d) { return absl::Now() + d; }
+
+// A pattern no two messages of a test share.
+inline Bytes Pattern(size_t n, uint8_t salt) {
+  Bytes b(n);
+  for (size_t i = 0; i < n; ++i) b[i] = static_cast<uint8_t>(i * 13 + salt);
+  return b;
+}
+
+// Message `step` of collective 7 of `job`, from device 0 to device 1.
+inline ShmMessageKey Key(uint32_t step, const std::string& job = "j") {
+  return ShmMessageKey{job, 0, 1, 7, step};
+}
+
+}  // namespace shm_lent_testing
 
 // Both ends of one channel in this process.
 struct Channel {

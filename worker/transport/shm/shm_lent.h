@@ -49,10 +49,13 @@ struct ShmLentRef {
   uint32_t generation = 0;
 };
 
-// One lent buffer, as its sender tracks it.
+// One lent buffer, as its sender tracks it: a slot (the reader copies
+// from the buffer), or a push (slot -1: the sender's pusher copies what
+// did not fit in the ring from the buffer, ShmSender::Lend).
 struct ShmLentTicket {
   int slot = -1;
   uint32_t generation = 0;
+  uint64_t push = 0;  // a push's number, from 1
 };
 
 class ShmLentSlots {

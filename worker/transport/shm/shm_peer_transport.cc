@@ -95,11 +95,15 @@ absl::Status ShmPeerTransport::SendThrough(
   SHARD_RETURN_IF_ERROR(CheckPeer(to, message, "send to"));
   const ShmMessageKey key{options_.job_id, options_.device, to, message.seq,
                           message.step};
+  // A wait for room is bounded like a receive: a receiver that drains
+  // nothing for a whole collective timeout is stuck.
+  const absl::Time deadline =
+      std::min(options_.deadline, absl::Now() + options_.collective_timeout);
   absl::Status s;
   if (lend) {
     std::vector<ShmLentTicket> tickets;
-    s = sender.Lend(key, *message.fingerprint, data, options_.deadline,
-                    options_.aborted, &tickets);
+    s = sender.Lend(key, *message.fingerprint, data, deadline, options_.aborted,
+                    &tickets);
     if (!tickets.empty()) {
       absl::MutexLock lock(&mu_);
       Lent& l = lent_[&sender];
@@ -107,7 +111,7 @@ absl::Status ShmPeerTransport::SendThrough(
       l.tickets.insert(l.tickets.end(), tickets.begin(), tickets.end());
     }
   } else {
-    s = sender.Send(key, *message.fingerprint, data, options_.deadline,
+    s = sender.Send(key, *message.fingerprint, data, deadline,
                     options_.aborted);
   }
   if (s.code() == absl::StatusCode::kUnavailable) {

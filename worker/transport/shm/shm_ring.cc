@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 
 namespace shardmap {
 namespace {
@@ -222,6 +223,20 @@ bool ShmRing::PeerAlive() const {
   struct flock lock = ByteLock(writer_ ? kReaderLockByte : kWriterLockByte);
   if (fcntl(fd_, F_OFD_GETLK, &lock) != 0) return true;  // cannot tell
   return lock.l_type != F_UNLCK;
+}
+
+bool ShmRing::PeerAliveLately() const {
+  const int64_t now = absl::GetCurrentTimeNanos();
+  int64_t next = next_liveness_check_ns_.load(std::memory_order_relaxed);
+  // One caller per period asks; the others take the last answer.
+  if (now < next || !next_liveness_check_ns_.compare_exchange_strong(
+                        next, now + absl::ToInt64Nanoseconds(kLivenessPeriod),
+                        std::memory_order_relaxed)) {
+    return peer_seen_alive_.load(std::memory_order_relaxed);
+  }
+  const bool alive = PeerAlive();
+  peer_seen_alive_.store(alive, std::memory_order_relaxed);
+  return alive;
 }
 
 size_t ShmRing::Readable() const {

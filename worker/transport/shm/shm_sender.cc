@@ -70,7 +70,7 @@ bool ShmSender::Usable() {
     absl::MutexLock lock(&mu_);
     if (!failed_.ok()) return false;
   }
-  return ring_->PeerAlive();
+  return ring_->PeerAliveLately();
 }
 
 size_t ShmSender::SpilledBytes() {
@@ -79,17 +79,34 @@ size_t ShmSender::SpilledBytes() {
 }
 
 void ShmSender::SpillLocked(const absl::Span<const uint8_t> (&parts)[2],
-                            size_t offset) {
-  std::string rest;
-  rest.reserve(parts[0].size() + parts[1].size() - offset);
-  for (absl::Span<const uint8_t> part : parts) {
-    const size_t skip = std::min(offset, part.size());
-    rest.append(reinterpret_cast<const char*>(part.data()) + skip,
-                part.size() - skip);
-    offset -= skip;
+                            size_t offset, std::vector<ShmLentTicket>* borrow) {
+  auto set_aside = [this](Pending p) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (p.size() == 0) return;
+    spill_bytes_ += p.size();
+    spill_.push_back(std::move(p));
+  };
+  const size_t head_skip = std::min(offset, parts[0].size());
+  const size_t data_skip = offset - head_skip;
+  Pending rest;
+  rest.owned.append(reinterpret_cast<const char*>(parts[0].data()) + head_skip,
+                    parts[0].size() - head_skip);
+  if (borrow == nullptr) {
+    rest.owned.append(
+        reinterpret_cast<const char*>(parts[1].data()) + data_skip,
+        parts[1].size() - data_skip);
+    set_aside(std::move(rest));
+  } else {
+    set_aside(std::move(rest));
+    Pending lent;
+    lent.borrowed = parts[1].subspan(data_skip);
+    if (!lent.borrowed.empty()) {
+      lent.push = ++pushes_;
+      ShmLentTicket t;
+      t.push = lent.push;
+      borrow->push_back(t);
+      set_aside(std::move(lent));
+    }
   }
-  spill_bytes_ += rest.size();
-  spill_.push_back(std::move(rest));
   if (!pusher_.joinable()) pusher_ = std::thread([this] { PushSpilled(); });
 }
 
@@ -104,11 +121,12 @@ absl::Status ShmSender::Send(const ShmMessageKey& key,
 
 absl::Status ShmSender::WriteRecord(
     const std::string& head, absl::Span<const uint8_t> data,
-    absl::Time deadline, const std::function<absl::Status()>& aborted) {
+    absl::Time deadline, const std::function<absl::Status()>& aborted,
+    std::vector<ShmLentTicket>* borrow) {
   const absl::Span<const uint8_t> parts[2] = {AsBytes(head), data};
   const size_t total = head.size() + data.size();
   absl::MutexLock lock(&mu_);
-  if (failed_.ok() && !ring_->PeerAlive()) {
+  if (failed_.ok() && !ring_->PeerAliveLately()) {
     failed_ = absl::UnavailableError(absl::StrCat(
         options_.peer, " is gone: it unmapped the channel (it exited)"));
   }
@@ -138,7 +156,7 @@ absl::Status ShmSender::WriteRecord(
     if (spill_.empty()) {
       // The pusher finished meanwhile; write in place below.
     } else {
-      SpillLocked(parts, 0);
+      SpillLocked(parts, 0, borrow);
       return absl::OkStatus();
     }
   }
@@ -151,7 +169,7 @@ absl::Status ShmSender::WriteRecord(
     done += n;
     if (n > 0 || done == total) continue;
     if (!ring_->ReaderActive()) {  // nobody draining: set the rest aside
-      SpillLocked(parts, done);
+      SpillLocked(parts, done, borrow);
       return absl::OkStatus();
     }
     absl::Status s = ring_->Wait(deadline, aborted);
@@ -161,7 +179,7 @@ absl::Status ShmSender::WriteRecord(
       return failed_;
     }
     if (!s.ok()) {
-      if (done > 0) SpillLocked(parts, done);  // keep the ring whole
+      if (done > 0) SpillLocked(parts, done, borrow);  // keep the ring whole
       return s;
     }
   }
@@ -187,7 +205,10 @@ absl::Status ShmSender::Lend(const ShmMessageKey& key,
       t.generation = g;
     }
   }
-  if (t.slot < 0) return Send(key, fingerprint, data, deadline, aborted);
+  if (t.slot < 0) {
+    return WriteRecord(EncodeHead(key, fingerprint, data.size()), data,
+                       deadline, aborted, tickets);
+  }
   slots_.Post(t);
   tickets->push_back(t);
   const ShmLentRef ref{reinterpret_cast<uint64_t>(data.data()),
@@ -204,7 +225,16 @@ absl::Status ShmSender::Settle(std::vector<ShmLentTicket>* tickets,
     absl::MutexLock lock(&mu_);
     free_slots_.push_back(t.slot);
   };
-  absl::Status result;
+  std::vector<uint64_t> pushes;
+  tickets->erase(std::remove_if(tickets->begin(), tickets->end(),
+                                [&pushes](const ShmLentTicket& t) {
+                                  if (t.push == 0) return false;
+                                  pushes.push_back(t.push);
+                                  return true;
+                                }),
+                 tickets->end());
+  absl::Status result = SettlePushes(pushes, abandon);
+  if (!result.ok()) abandon = true;
   const absl::Time spin_until = absl::Now() + ShmRing::kSpin;
   absl::Time give_up = absl::InfiniteFuture();
   for (;;) {
@@ -260,13 +290,53 @@ absl::Status ShmSender::Settle(std::vector<ShmLentTicket>* tickets,
   }
 }
 
+bool ShmSender::AnyBorrowedLocked(const std::vector<uint64_t>& pushes) const {
+  for (const Pending& p : spill_) {
+    if (p.is_borrowed() &&
+        std::find(pushes.begin(), pushes.end(), p.push) != pushes.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::Status ShmSender::SettlePushes(const std::vector<uint64_t>& pushes,
+                                     bool abandon) {
+  if (pushes.empty()) return absl::OkStatus();
+  absl::MutexLock lock(&mu_);
+  if (AnyBorrowedLocked(pushes)) {
+    // The caller may reuse its buffers from now on: copy what the pusher
+    // has not written yet aside, once it is not copying from one (one
+    // bounded Write). Waiting for the receiver instead would tie this
+    // step's end to the receiver's pace.
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !pushing_borrowed_;
+    };
+    mu_.Await(absl::Condition(&idle));
+    for (Pending& p : spill_) {
+      if (!p.is_borrowed() ||
+          std::find(pushes.begin(), pushes.end(), p.push) == pushes.end()) {
+        continue;
+      }
+      const size_t skip = &p == &spill_.front() ? front_done_ : 0;
+      p.owned.assign(reinterpret_cast<const char*>(p.borrowed.data()) + skip,
+                     p.borrowed.size() - skip);
+      p.borrowed = {};
+      p.push = 0;
+      if (skip > 0) front_done_ = 0;
+    }
+  }
+  return abandon ? absl::OkStatus() : failed_;
+}
+
 void ShmSender::PushSpilled() {
   auto stopped = [this] {
     return stop_ ? absl::CancelledError("the channel is closing")
                  : absl::OkStatus();
   };
   for (;;) {
-    const std::string* front = nullptr;
+    const uint8_t* from = nullptr;
+    size_t n = 0;
     {
       absl::MutexLock lock(&mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -274,38 +344,41 @@ void ShmSender::PushSpilled() {
       };
       mu_.Await(absl::Condition(&ready));  // Send and ~ShmSender signal
       if (stop_) return;
-      front = &spill_.front();  // stays put while Send appends
-    }
-    size_t offset = 0;
-    while (offset < front->size()) {
-      // Count the bytes out of the spill before the reader can see them,
-      // so SpilledBytes() is 0 by the time the receiver has them all.
-      const size_t n = std::min(ring_->Writable(), front->size() - offset);
-      if (n > 0) {
-        {
-          absl::MutexLock lock(&mu_);
-          spill_bytes_ -= n;
-        }
-        // The only writer: the room can only have grown meanwhile.
-        ring_->Write(reinterpret_cast<const uint8_t*>(front->data()) + offset,
-                     n);
-        offset += n;
+      const Pending& front = spill_.front();
+      if (front_done_ == front.size()) {
+        spill_.pop_front();
+        front_done_ = 0;
         continue;
       }
-      absl::Status s = ring_->Wait(absl::InfiniteFuture(), stopped);
-      if (!s.ok()) {
-        absl::MutexLock lock(&mu_);
-        if (s.code() == absl::StatusCode::kUnavailable && failed_.ok()) {
-          failed_ = absl::UnavailableError(
-              absl::StrCat(options_.peer, " is gone: ", s.message()));
-        }
-        spill_.clear();
-        spill_bytes_ = 0;
-        return;
+      // The only writer: the room can only grow until we write.
+      n = std::min(ring_->Writable(), front.size() - front_done_);
+      if (n > 0) {
+        from = front.data() + front_done_;
+        pushing_borrowed_ = front.is_borrowed();
+        // Counted out of the spill before the reader can see the bytes,
+        // so SpilledBytes() is 0 by the time the receiver has them all.
+        spill_bytes_ -= n;
       }
     }
-    absl::MutexLock lock(&mu_);
-    spill_.pop_front();
+    if (n > 0) {
+      ring_->Write(from, n);
+      absl::MutexLock lock(&mu_);
+      front_done_ += n;
+      pushing_borrowed_ = false;
+      continue;
+    }
+    absl::Status s = ring_->Wait(absl::InfiniteFuture(), stopped);
+    if (!s.ok()) {
+      absl::MutexLock lock(&mu_);
+      if (s.code() == absl::StatusCode::kUnavailable && failed_.ok()) {
+        failed_ = absl::UnavailableError(
+            absl::StrCat(options_.peer, " is gone: ", s.message()));
+      }
+      spill_.clear();
+      spill_bytes_ = 0;
+      front_done_ = 0;
+      return;
+    }
   }
 }
 
