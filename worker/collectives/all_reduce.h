@@ -25,8 +25,12 @@ struct AllReduceOptions {
   // bound); larger ones the ring (bandwidth bound).
   size_t small_bytes = 64 << 10;
   // The ring moves each rank's segment in pieces of at most this many
-  // bytes, so sending, receiving and reducing overlap.
-  size_t piece_bytes = 256 << 10;
+  // bytes, so sending, receiving and reducing overlap...
+  size_t piece_bytes = 1 << 20;
+  // ...and sends at most this many pieces ahead of those it received (as
+  // ExchangeOptions: three 1 MiB pieces fit a shared-memory ring, and keep
+  // a gRPC link busy while the receiver combines).
+  int window = 3;
 };
 
 // INVALID_ARGUMENT for a malformed group or a size that is not a whole

@@ -1,5 +1,6 @@
 #include "worker/collectives/reduce.h"
 
+#include <algorithm>
 #include <cstring>
 #include <type_traits>
 
@@ -75,6 +76,30 @@ void ReduceInto(DType dtype, ReduceOp op, absl::Span<uint8_t> acc,
     using T = decltype(zero);
     ReduceTyped<T>(op, acc.data(), in.data(), count);
   });
+}
+
+ChunkedReduce::ChunkedReduce(DType dtype, ReduceOp op, absl::Span<uint8_t> acc)
+    : dtype_(dtype), op_(op), item_(ItemSize(dtype)), acc_(acc) {}
+
+void ChunkedReduce::Add(absl::Span<const uint8_t> chunk) {
+  if (partial_size_ > 0) {
+    const size_t n = std::min(item_ - partial_size_, chunk.size());
+    std::memcpy(partial_ + partial_size_, chunk.data(), n);
+    partial_size_ += n;
+    chunk.remove_prefix(n);
+    if (partial_size_ < item_) return;
+    ReduceInto(dtype_, op_, acc_.subspan(done_, item_),
+               absl::MakeConstSpan(partial_, item_));
+    done_ += item_;
+    partial_size_ = 0;
+  }
+  const size_t whole = chunk.size() / item_ * item_;
+  ReduceInto(dtype_, op_, acc_.subspan(done_, whole), chunk.first(whole));
+  done_ += whole;
+  partial_size_ = chunk.size() - whole;
+  if (partial_size_ > 0) {
+    std::memcpy(partial_, chunk.data() + whole, partial_size_);
+  }
 }
 
 const char* ReduceOpName(ReduceOp op) {
