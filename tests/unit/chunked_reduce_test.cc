@@ -1,6 +1,7 @@
-// ChunkedReduce against plain ReduceInto: the operand cut into chunks at
-// arbitrary byte boundaries (elements split between chunks, empty chunks)
-// must give exactly the bytes of one ReduceInto over the whole operand.
+// ChunkedReduce and ReduceFrom against plain ReduceInto: the operand cut
+// into chunks at arbitrary byte boundaries (elements split between chunks,
+// empty chunks), or the first operand read from elsewhere, must give
+// exactly the bytes of one ReduceInto over the whole operand.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -76,6 +77,29 @@ TEST(ChunkedReduceTest, AnyChunkingEqualsOneReduceInto) {
               << count << " trial " << trial;
         }
       }
+    }
+  }
+}
+
+TEST(ChunkedReduceTest, ASeparateFirstOperandGivesTheSameBytes) {
+  std::mt19937 rng(5);
+  for (DType dtype : kAllDTypes) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
+      const std::vector<uint8_t> first = RandomElements(dtype, 101, &rng);
+      const std::vector<uint8_t> in = RandomElements(dtype, 101, &rng);
+      std::vector<uint8_t> expected = first;
+      ReduceInto(dtype, op, absl::MakeSpan(expected), in);
+      // ReduceFrom whole, into a buffer that starts as garbage.
+      std::vector<uint8_t> whole(first.size(), 0xab);
+      ReduceFrom(dtype, op, absl::MakeSpan(whole), first, in);
+      EXPECT_EQ(whole, expected) << DTypeName(dtype) << ReduceOpName(op);
+      // And in chunks of 5 bytes.
+      std::vector<uint8_t> got(first.size(), 0xab);
+      ChunkedReduce reduce(dtype, op, absl::MakeSpan(got), first);
+      for (size_t at = 0; at < in.size(); at += 5) {
+        reduce.Add(absl::MakeConstSpan(in).subspan(at, 5));
+      }
+      EXPECT_EQ(got, expected) << DTypeName(dtype) << ReduceOpName(op);
     }
   }
 }

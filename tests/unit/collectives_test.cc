@@ -345,29 +345,41 @@ TEST_P(AllReduceTest, MatchesReferenceAndIsBitwiseIdentical) {
   for (const DType dtype : kAllDTypes) {
     for (const ReduceOp op : kAllOps) {
       SCOPED_TRACE(Where(dtype, op));
-      std::vector<Bytes> inputs, outputs;
+      std::vector<Bytes> inputs;
       for (int r = 0; r < n; ++r) {
         inputs.push_back(MakeArray(dtype, seq, r, count));
       }
-      outputs = inputs;
-      const CollectiveTag tag = Tag(seq++);
-      ASSERT_TRUE(AllOk(RunRanks(n, [&](int r) {
-        std::unique_ptr<InMemoryPeerTransport> transport =
-            hub.Endpoint(devices[r]);
-        AllReduceOptions options;
-        options.group = Group(devices, r);
-        options.tag = tag;
-        options.dtype = dtype;
-        options.data = absl::MakeSpan(outputs[r]);
-        options.op = op;
-        options.algorithm = c.algorithm;
-        options.small_bytes = c.small_bytes;
-        options.piece_bytes = c.piece_bytes;
-        return AllReduce(options, *transport);
-      })));
-      EXPECT_EQ(hub.PendingMessages(), 0u);
-      EXPECT_TRUE(BitwiseIdentical(outputs));
-      EXPECT_TRUE(MatchesReference(dtype, inputs, 0, op, outputs[0]));
+      // In place, and from a separate input into an output that starts as
+      // garbage (AllReduceOptions.input): the same bytes either way.
+      std::vector<Bytes> results[2];
+      for (const bool separate : {false, true}) {
+        SCOPED_TRACE(separate ? "separate input" : "in place");
+        std::vector<Bytes>& outputs = results[separate];
+        outputs = inputs;
+        if (separate) {
+          for (Bytes& o : outputs) std::fill(o.begin(), o.end(), 0xab);
+        }
+        const CollectiveTag tag = Tag(seq++);
+        ASSERT_TRUE(AllOk(RunRanks(n, [&](int r) {
+          std::unique_ptr<InMemoryPeerTransport> transport =
+              hub.Endpoint(devices[r]);
+          AllReduceOptions options;
+          options.group = Group(devices, r);
+          options.tag = tag;
+          options.dtype = dtype;
+          options.data = absl::MakeSpan(outputs[r]);
+          if (separate) options.input = inputs[r];
+          options.op = op;
+          options.algorithm = c.algorithm;
+          options.small_bytes = c.small_bytes;
+          options.piece_bytes = c.piece_bytes;
+          return AllReduce(options, *transport);
+        })));
+        EXPECT_EQ(hub.PendingMessages(), 0u);
+        EXPECT_TRUE(BitwiseIdentical(outputs));
+        EXPECT_TRUE(MatchesReference(dtype, inputs, 0, op, outputs[0]));
+      }
+      EXPECT_EQ(results[0], results[1]);
     }
   }
 }

@@ -19,6 +19,10 @@ struct AllReduceOptions {
   // The array, reduced in place: the same number of bytes on every rank, a
   // whole number of elements (may be zero).
   absl::Span<uint8_t> data;
+  // If not empty: the array is read from here instead, and `data` (of the
+  // same size, overlapping neither) receives the result without being read
+  // first (it may hold anything). Saves copying the input into `data`.
+  absl::Span<const uint8_t> input;
   ReduceOp op = ReduceOp::kSum;
   Algorithm algorithm = Algorithm::kAuto;
   // Arrays of at most this many bytes use recursive doubling (latency
