@@ -321,12 +321,7 @@ absl::Status Ring(const AllReduceOptions& options, PeerTransport& transport) {
     }
     return absl::OkStatus();
   };
-  absl::Status s = run();
-  if (!s.ok()) {
-    transport.Settle(/*abandon=*/true).IgnoreError();
-    return s;
-  }
-  return transport.Settle(/*abandon=*/false);
+  return RunAndSettle(transport, run);
 }
 
 }  // namespace
