@@ -76,6 +76,10 @@ class BlockRegion {
               std::vector<int64_t> origin, size_t item_size);
 
   size_t num_bytes() const { return num_bytes_; }
+  // True when the block is one contiguous run of the whole array's bytes,
+  // starting at byte start() (then no copy needs to gather it).
+  bool contiguous() const { return run_bytes_ == num_bytes_; }
+  size_t start() const { return RunStart(0); }
 
   // Copies bytes [offset, offset + length) of the block out of `global`
   // (the whole array's data) into `dst`.

@@ -58,12 +58,13 @@ std::string Traceparent::ToString() const {
 Traceparent ServerSpan(const grpc::ServerContextBase& context) {
   const auto& metadata = context.client_metadata();
   auto it = metadata.find(kTraceparentKey);
-  if (it != metadata.end()) {
-    auto parent =
-        Traceparent::Parse(std::string(it->second.data(), it->second.size()));
-    if (parent.has_value()) return parent->Child();
-  }
-  return Traceparent::New();
+  if (it == metadata.end()) return Traceparent::New();
+  return ChildSpan(std::string(it->second.data(), it->second.size()));
+}
+
+Traceparent ChildSpan(const std::string& parent) {
+  auto parsed = Traceparent::Parse(parent);
+  return parsed.has_value() ? parsed->Child() : Traceparent::New();
 }
 
 const LogContext& CurrentLogContext() { return current; }

@@ -33,6 +33,9 @@ struct Traceparent {
 // A server's span for a call: a child of the call's traceparent metadata,
 // or the root of a new trace when it has none (or an invalid one).
 Traceparent ServerSpan(const grpc::ServerContextBase& context);
+// The same for a parent given as text (a traceparent carried in a
+// message).
+Traceparent ChildSpan(const std::string& parent);
 
 // What the logs of the current thread are about; empty fields print null.
 struct LogContext {

@@ -88,6 +88,7 @@ struct Coordinator::Jobs {
     };
     runner.collective_timeout = options.collective_timeout;
     runner.max_job_bytes = options.max_job_bytes;
+    runner.job_links = options.job_links;
     return runner;
   }
 

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/job_links.h"
 
 namespace shardmap {
 
@@ -48,6 +49,8 @@ class Coordinator {
     double grace_seconds = 30;  // --grace, for Drain
     // --data-dir: where registered programs are kept; empty: in memory.
     std::string data_dir;
+    // --job-links (server/job_runner.h).
+    JobLinks job_links = JobLinks::kAuto;
   };
 
   // Builds every object and starts serving. Errors carry the exit code of

@@ -46,7 +46,8 @@ void DeviceFanout::Run(const Call& call,
     threads_->Run([this, &call, log_context, d, ended = ended_tasks_] {
       ScopedLogContext in_thread(log_context);  // logs and traceparent
       std::unique_ptr<ShardChannel> ch =
-          connector_->Open(workers_[d].address, deadline_);
+          options_.small ? connector_->OpenSmall(workers_[d].address, deadline_)
+                         : connector_->Open(workers_[d].address, deadline_);
       {
         absl::MutexLock lock(&mu_);
         channels_[d] = ch.get();

@@ -24,7 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
-#include "server/device_threads.h"
+#include "core/device_threads.h"
 #include "server/job_results.h"
 #include "server/shard_channel.h"
 #include "server/worker_pool.h"
@@ -39,6 +39,9 @@ class DeviceFanout {
     std::function<absl::Status(const WorkerPool::Worker&)> check_live;
     // Keep each successful device's stream open for a commit decision.
     bool two_phase = false;
+    // The job's messages are few and small: its calls may share streams
+    // (WorkerConnector::OpenSmall).
+    bool small = false;
   };
   // One device's call over its stream.
   using Call = std::function<absl::StatusOr<DeviceResult>(int64_t device,

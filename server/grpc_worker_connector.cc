@@ -75,6 +75,13 @@ std::unique_ptr<ShardChannel> GrpcWorkerConnector::Open(
       });
 }
 
+std::unique_ptr<ShardChannel> GrpcWorkerConnector::OpenSmall(
+    const std::string& address, absl::Time deadline) {
+  return std::make_unique<LinkCall>(
+      &links_, address, deadline,
+      [this, address, deadline] { return Open(address, deadline); });
+}
+
 template <typename Request, typename Response>
 absl::Status GrpcWorkerConnector::Unary(
     const std::string& address, absl::Time deadline,

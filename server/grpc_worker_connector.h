@@ -1,5 +1,7 @@
 // WorkerConnector over gRPC, on the process's ChannelCache: one channel per
-// worker address, reused across jobs. A call whose transport failed
+// worker address, reused across jobs. Small calls (OpenSmall) share each
+// worker's long-lived job link (server/shard_link.h); others open a
+// RunShard stream each. A call whose transport failed
 // (UNAVAILABLE with the channel not connected) evicts its channel, so the
 // next call dials afresh rather than wait out the old channel's reconnect
 // backoff (a worker that restarted at the same address is reachable at
@@ -12,6 +14,7 @@
 
 #include "rpc/channel_cache.h"
 #include "server/shard_channel.h"
+#include "server/shard_link.h"
 #include "shardmap/v1/worker.grpc.pb.h"
 
 namespace shardmap {
@@ -19,9 +22,12 @@ namespace shardmap {
 class GrpcWorkerConnector final : public WorkerConnector {
  public:
   // Not owned; outlives the connector.
-  explicit GrpcWorkerConnector(ChannelCache* channels) : channels_(channels) {}
+  explicit GrpcWorkerConnector(ChannelCache* channels)
+      : channels_(channels), links_(channels) {}
   std::unique_ptr<ShardChannel> Open(const std::string& address,
                                      absl::Time deadline) override;
+  std::unique_ptr<ShardChannel> OpenSmall(const std::string& address,
+                                          absl::Time deadline) override;
   absl::Status SkipTickets(const std::string& address,
                            const v1::SkipTicketsRequest& request,
                            absl::Time deadline) override;
@@ -38,6 +44,7 @@ class GrpcWorkerConnector final : public WorkerConnector {
                      const Request& request);
 
   ChannelCache* const channels_;
+  ShardLinks links_;
 };
 
 }  // namespace shardmap

@@ -10,6 +10,26 @@
 #include "server/shard_call.h"
 
 namespace shardmap {
+namespace {
+
+// Jobs whose arguments that travel total at most this may run their device
+// calls on the workers' long-lived links (server/shard_link.h): their few
+// messages wait behind little on a shared stream.
+constexpr uint64_t kSmallJobBytes = uint64_t{1} << 20;
+
+// Counts a job as running for its scope.
+class Running {
+ public:
+  explicit Running(std::atomic<int>* n) : n_(n), others_(n->fetch_add(1)) {}
+  ~Running() { n_->fetch_sub(1); }
+  int others() const { return others_; }
+
+ private:
+  std::atomic<int>* const n_;
+  const int others_;
+};
+
+}  // namespace
 
 std::vector<uint64_t> JobRunner::IssueTickets(
     const std::vector<WorkerPool::Worker>& workers) {
@@ -27,6 +47,7 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
     const std::string& job_id, const JobPlan& plan, std::vector<Tensor> inputs,
     const std::vector<WorkerPool::Worker>& workers, absl::Time deadline,
     const std::function<bool()>& cancelled) {
+  const Running running(&running_);
   SHARD_ASSIGN_OR_RETURN(ResidentCommit commit,
                          ResidentCommit::Begin(plan, index_));
   // Issued last, right before the headers go out: every ticket handed out
@@ -46,6 +67,15 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   fanout_options.liveness_poll = options_.liveness_poll;
   fanout_options.check_live = options_.check_live;
   fanout_options.two_phase = commit.two_phase();
+  // A small job shares the links only while other jobs run: they save
+  // the workers a call each, but each message crosses one more thread
+  // (gRPC 1.51 runs callback reactions on threads of their own), so a job
+  // alone is answered sooner on streams of its own, which the waiting
+  // threads poll themselves.
+  fanout_options.small =
+      plan.input_bytes() <= kSmallJobBytes &&
+      (options_.job_links == JobLinks::kAlways ||
+       (options_.job_links == JobLinks::kAuto && running.others() > 0));
   DeviceFanout fanout(fanout_options, &device_threads_, connector_, workers,
                       deadline);
   fanout.Run(

@@ -13,6 +13,7 @@
 #ifndef SHARDMAP_SERVER_JOB_RUNNER_H_
 #define SHARDMAP_SERVER_JOB_RUNNER_H_
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <random>
@@ -22,8 +23,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/device_threads.h"
 #include "core/tensor.h"
-#include "server/device_threads.h"
+#include "server/job_links.h"
 #include "server/job_results.h"
 #include "server/planner.h"
 #include "server/resident_index.h"
@@ -52,6 +54,9 @@ class JobRunner {
     // After a commit a worker did not confirm, the bound on telling the
     // job's workers to drop the versions it wrote.
     absl::Duration drop_timeout = absl::Seconds(5);
+    // --job-links: when small jobs run their device calls on the workers'
+    // long-lived links rather than a RunShard stream each.
+    JobLinks job_links = JobLinks::kAuto;
   };
   // `index` may be null: jobs then cannot use resident arrays.
   JobRunner(const Options& options, WorkerConnector* connector,
@@ -92,6 +97,8 @@ class JobRunner {
   TicketSkipper skipper_;
   // Where every job's device calls run.
   DeviceThreads device_threads_;
+  // Jobs in Run now.
+  std::atomic<int> running_{0};
   // Random per coordinator start; see TicketOwner (shard_call.h).
   const uint64_t epoch_ = std::random_device{}();
   absl::Mutex tickets_mu_;

@@ -70,6 +70,14 @@ int main(int argc, char** argv) {
                  "returned outputs kept for such retries, newest first; a "
                  "retry whose outputs were dropped gets ALREADY_EXISTS")
       ->capture_default_str();
+  std::string job_links = "auto";
+  app.add_option("--job-links", job_links,
+                 "when small jobs reach the workers over one long-lived "
+                 "stream per worker instead of a stream per job: auto (while "
+                 "other jobs run), always, never")
+      ->envname("SHARDMAP_JOB_LINKS")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "always", "never"}));
   std::string data_dir;
   app.add_option("--data-dir", data_dir,
                  "directory where registered expression programs are kept "
@@ -108,6 +116,7 @@ int main(int argc, char** argv) {
   options.call_memory_bytes = call_memory_bytes;
   options.grace_seconds = ops.grace_seconds;
   options.data_dir = data_dir;
+  options.job_links = *ParseJobLinks(job_links);  // CLI11 checked it
   auto coordinator = Coordinator::Create(options);
   if (!coordinator.ok()) return ReportStartupError(coordinator.status());
   PrintServingLines(

@@ -106,16 +106,21 @@ bool SendArguments(const JobPlan& plan, int64_t d,
     BlockRegion region(a.layout.global_shape(), a.layout.block_shape(),
                        a.layout.BlockOrigin(d), ItemSize(a.meta.dtype));
     const uint8_t* base = inputs[i].data();
-    const bool ok = SendChunks(
-        static_cast<uint32_t>(i), region.num_bytes(),
-        [&](size_t offset, size_t length, uint8_t* dst) {
-          region.CopyOut(base, offset, length, dst);
-        },
-        [&](v1::ArrayChunk&& chunk) {
-          v1::ShardRequest r;
-          *r.mutable_chunk() = std::move(chunk);
-          return out.Push(std::move(r));
-        });
+    auto push = [&](v1::ArrayChunk&& chunk) {
+      v1::ShardRequest r;
+      *r.mutable_chunk() = std::move(chunk);
+      return out.Push(std::move(r));
+    };
+    const bool ok =
+        region.contiguous()
+            ? SendBytesChunks(static_cast<uint32_t>(i), base + region.start(),
+                              region.num_bytes(), push)
+            : SendChunks(
+                  static_cast<uint32_t>(i), region.num_bytes(),
+                  [&](size_t offset, size_t length, uint8_t* dst) {
+                    region.CopyOut(base, offset, length, dst);
+                  },
+                  push);
     if (!ok) return false;
   }
   return true;

@@ -39,6 +39,13 @@ class WorkerConnector {
   virtual ~WorkerConnector() = default;
   virtual std::unique_ptr<ShardChannel> Open(const std::string& address,
                                              absl::Time deadline) = 0;
+  // Open, for a call whose messages are few and small (a small job): it
+  // may share a long-lived stream with other calls instead of opening its
+  // own.
+  virtual std::unique_ptr<ShardChannel> OpenSmall(const std::string& address,
+                                                  absl::Time deadline) {
+    return Open(address, deadline);
+  }
   // Tells the worker at `address` that the jobs of these tickets will not
   // come (Worker.SkipTickets). Errors: the call's.
   virtual absl::Status SkipTickets(const std::string& address,

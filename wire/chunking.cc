@@ -22,15 +22,23 @@ bool SendChunks(uint32_t index, size_t total,
   return true;
 }
 
+bool SendBytesChunks(uint32_t index, const uint8_t* data, size_t size,
+                     const std::function<bool(v1::ArrayChunk&&)>& write) {
+  for (size_t offset = 0; offset < size; offset += kChunkBytes) {
+    const size_t length = std::min(kChunkBytes, size - offset);
+    v1::ArrayChunk chunk;
+    chunk.set_index(index);
+    chunk.set_offset(offset);
+    // One copy; resize-and-fill would first zero the bytes.
+    chunk.set_data(reinterpret_cast<const char*>(data + offset), length);
+    if (!write(std::move(chunk))) return false;
+  }
+  return true;
+}
+
 bool SendTensorChunks(uint32_t index, const Tensor& tensor,
                       const std::function<bool(v1::ArrayChunk&&)>& write) {
-  const uint8_t* base = tensor.data();
-  return SendChunks(
-      index, tensor.num_bytes(),
-      [base](size_t offset, size_t length, uint8_t* dst) {
-        std::memcpy(dst, base + offset, length);
-      },
-      write);
+  return SendBytesChunks(index, tensor.data(), tensor.num_bytes(), write);
 }
 
 ChunkSequencer::ChunkSequencer(std::vector<size_t> sizes,

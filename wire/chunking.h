@@ -30,6 +30,10 @@ inline constexpr int kMaxMessageBytes = 8 << 20;
 bool SendChunks(uint32_t index, size_t total,
                 const std::function<void(size_t, size_t, uint8_t*)>& fill,
                 const std::function<bool(v1::ArrayChunk&&)>& write);
+// The same for `size` contiguous bytes at `data`: each chunk copies its
+// bytes once, straight from `data`.
+bool SendBytesChunks(uint32_t index, const uint8_t* data, size_t size,
+                     const std::function<bool(v1::ArrayChunk&&)>& write);
 // The same for a whole tensor.
 bool SendTensorChunks(uint32_t index, const Tensor& tensor,
                       const std::function<bool(v1::ArrayChunk&&)>& write);

@@ -7,6 +7,7 @@
 #include "rpc/grpc_status.h"
 #include "rpc/trace_context.h"
 #include "wire/chunking.h"
+#include "worker/shard_link_service.h"
 #include "worker/store/block_fetch.h"
 #include "worker/store/checkpoint_blocks.h"
 
@@ -42,22 +43,36 @@ class GrpcShardStream final : public ShardStream {
 grpc::Status WorkerService::RunShard(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::ShardResponse, v1::ShardRequest>* stream) {
+  GrpcShardStream shard_stream(context, stream);
+  return ToGrpcStatus(RunCall(&shard_stream,
+                              absl::FromChrono(context->deadline()),
+                              ServerSpan(*context), context));
+}
+
+grpc::ServerBidiReactor<v1::ShardLinkRequest, v1::ShardLinkResponse>*
+WorkerService::RunShards(grpc::CallbackServerContext* context) {
+  return new ShardLinkReactor(&link_threads_, options_.gate,
+                              [this](ShardStream* stream, absl::Time deadline,
+                                     const std::string& trace) {
+                                return RunCall(stream, deadline,
+                                               ChildSpan(trace), nullptr);
+                              });
+}
+
+absl::Status WorkerService::RunCall(ShardStream* stream, absl::Time deadline,
+                                    const Traceparent& span,
+                                    grpc::ServerContextBase* gate_context) {
   std::unique_ptr<DrainGate::Pass> pass;
   if (options_.gate != nullptr) {
-    auto entered = options_.gate->Enter(context);
-    if (!entered.ok()) return ToGrpcStatus(entered.status());
-    pass = *std::move(entered);
+    SHARD_ASSIGN_OR_RETURN(pass, options_.gate->Enter(gate_context));
   }
-  GrpcShardStream shard_stream(context, stream);
   ShardJob::Options job_options;
   job_options.max_job_bytes = options_.max_job_bytes;
   job_options.collective_timeout = options_.collective_timeout;
-  ShardJob job(job_options, job_services_, &shard_stream,
-               absl::FromChrono(context->deadline()));
-  if (absl::Status s = job.Receive(); !s.ok()) return ToGrpcStatus(s);
-  const Traceparent span = ServerSpan(*context);
+  ShardJob job(job_options, job_services_, stream, deadline);
+  SHARD_RETURN_IF_ERROR(job.Receive());
   ScopedLogContext log_context({job.job_id(), span.trace_id, span.span_id});
-  return ToGrpcStatus(job.Run());
+  return job.Run();
 }
 
 grpc::Status WorkerService::ReadBlock(

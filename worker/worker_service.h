@@ -11,7 +11,9 @@
 
 #include <cstdint>
 
+#include "core/device_threads.h"
 #include "rpc/drain_gate.h"
+#include "rpc/trace_context.h"
 #include "shardmap/v1/worker.grpc.pb.h"
 #include "worker/grpc_job_peers.h"
 #include "worker/job_sequencer.h"
@@ -26,7 +28,8 @@
 namespace shardmap {
 
 class ChannelCache;  // rpc/channel_cache.h
-class WorkerService final : public v1::Worker::Service {
+class WorkerService final
+    : public v1::Worker::WithCallbackMethod_RunShards<v1::Worker::Service> {
  public:
   struct Options {
     // Largest total of argument bytes one job may bring to this worker.
@@ -59,6 +62,9 @@ class WorkerService final : public v1::Worker::Service {
       grpc::ServerContext* context,
       grpc::ServerReaderWriter<v1::ShardResponse, v1::ShardRequest>* stream)
       override;
+  // RunShard calls multiplexed on one stream (worker/shard_link_service.h).
+  grpc::ServerBidiReactor<v1::ShardLinkRequest, v1::ShardLinkResponse>*
+  RunShards(grpc::CallbackServerContext* context) override;
   grpc::Status ReadBlock(grpc::ServerContext* context,
                          const v1::ReadBlockRequest* request,
                          grpc::ServerWriter<v1::ArrayChunk>* writer) override;
@@ -77,7 +83,15 @@ class WorkerService final : public v1::Worker::Service {
                            v1::SkipTicketsResponse* response) override;
 
  private:
+  // One RunShard call's job, on `stream`, ending by `deadline`; `gate_context`
+  // is the call's for the drain gate (null on a link).
+  absl::Status RunCall(ShardStream* stream, absl::Time deadline,
+                       const Traceparent& span,
+                       grpc::ServerContextBase* gate_context);
+
   const Options options_;
+  // The threads that run calls arriving on job links.
+  DeviceThreads link_threads_;
   JobSequencer* const sequencer_;  // Not owned.
   ResidentStore* const store_;     // Not owned.
   GrpcJobPeers peers_;

@@ -354,6 +354,20 @@ void CheckCase(const Case& c, std::mt19937& rng, int* all_axes_cases) {
     ASSERT_EQ(region.num_bytes(), want.bytes.size());
     const size_t nbytes = want.bytes.size();
 
+    // A contiguous block is the whole array's bytes from start(), and a
+    // block is contiguous when its element offsets in the whole array are
+    // consecutive (the naive reference's own index).
+    bool consecutive = true;
+    for (size_t i = 1; i < want.global_elems.size(); ++i) {
+      consecutive &= want.global_elems[i] == want.global_elems[i - 1] + 1;
+    }
+    if (nbytes > 0) EXPECT_EQ(region.contiguous(), consecutive);
+    if (region.contiguous() && nbytes > 0) {
+      ASSERT_EQ(region.start(), want.global_elems[0] * item);
+      ASSERT_TRUE(std::equal(want.bytes.begin(), want.bytes.end(),
+                             global.data() + region.start()));
+    }
+
     // CopyOut of random byte ranges (not aligned to elements).
     for (int t = 0; t < 6; ++t) {
       const size_t off =

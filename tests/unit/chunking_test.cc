@@ -70,6 +70,24 @@ TEST(ChunkingTest, SendTensorChunksCutsInOrder) {
   EXPECT_EQ(offset, t.num_bytes());
 }
 
+TEST(ChunkingTest, SendBytesChunksCopiesTheBytesInOrder) {
+  std::vector<uint8_t> bytes(2 * kChunkBytes + 12345);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = (i * 131) % 251;
+  std::string back;
+  int chunks = 0;
+  ASSERT_TRUE(
+      SendBytesChunks(3, bytes.data(), bytes.size(), [&](v1::ArrayChunk&& c) {
+        EXPECT_EQ(c.index(), 3u);
+        EXPECT_EQ(c.offset(), back.size());
+        EXPECT_LE(c.data().size(), kChunkBytes);
+        back += c.data();
+        ++chunks;
+        return true;
+      }));
+  EXPECT_EQ(chunks, 3);
+  EXPECT_EQ(back, std::string(bytes.begin(), bytes.end()));
+}
+
 TEST(ChunkingTest, ExactMultipleHasNoEmptyTail) {
   Tensor t(DType::kFloat64, {kMiB / 8 * 2});  // exactly 2 MiB
   const std::vector<v1::ArrayChunk> chunks = Collect(0, t);

@@ -1,6 +1,6 @@
 // DeviceThreads: every task runs at once (a task never waits for another
 // to end), threads are reused across tasks, and idle ones end.
-#include "server/device_threads.h"
+#include "core/device_threads.h"
 
 #include <gtest/gtest.h>
 

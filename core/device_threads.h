@@ -1,14 +1,15 @@
-// Threads for calls that block for a whole job (a device's call to its
-// worker), kept across jobs: a task runs at once on an idle thread, or on
-// a new one when none is idle, so a job starts no thread of its own once
-// the pool has warmed up. A thread idle for `idle_timeout` ends. There are
-// never more threads than tasks that ran at once (bounded by the
-// coordinator's --max-concurrent-jobs times the mesh size) plus those
-// idling out.
+// Threads for calls that block for a whole job (the coordinator's call for
+// one device, a worker's call arriving on a job link), kept across jobs: a
+// task runs at once on an idle thread, or on a new one when none is idle,
+// so a job starts no thread of its own once the pool has warmed up. A
+// thread idle for `idle_timeout` ends. There are never more threads than
+// tasks that ran at once (on the coordinator bounded by its
+// --max-concurrent-jobs times the mesh size; on a worker by the calls its
+// coordinator runs at once) plus those idling out.
 //
 // Thread-safe. The destructor waits for the tasks that run to return.
-#ifndef SHARDMAP_SERVER_DEVICE_THREADS_H_
-#define SHARDMAP_SERVER_DEVICE_THREADS_H_
+#ifndef SHARDMAP_CORE_DEVICE_THREADS_H_
+#define SHARDMAP_CORE_DEVICE_THREADS_H_
 
 #include <deque>
 #include <functional>
@@ -53,4 +54,4 @@ class DeviceThreads {
 
 }  // namespace shardmap
 
-#endif  // SHARDMAP_SERVER_DEVICE_THREADS_H_
+#endif  // SHARDMAP_CORE_DEVICE_THREADS_H_

@@ -1,4 +1,4 @@
-#include "server/device_threads.h"
+#include "core/device_threads.h"
 
 #include <algorithm>
 #include <utility>

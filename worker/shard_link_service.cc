@@ -1,0 +1,161 @@
+#include "worker/shard_link_service.h"
+
+#include <atomic>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardmap {
+namespace {
+
+// Bytes of responses queued on a link before a call's Write waits.
+constexpr size_t kMaxQueuedBytes = size_t{4} << 20;
+// The longest deadline a call may ask for.
+constexpr absl::Duration kMaxCallTime = absl::Hours(24);
+
+}  // namespace
+
+// One call on the link, as the job code sees it.
+class ShardLinkReactor::Call final : public ShardStream {
+ public:
+  Call(ShardLinkReactor* link, uint64_t id, absl::Time deadline,
+       std::string trace)
+      : link_(link), id_(id), deadline_(deadline), trace_(std::move(trace)) {}
+
+  uint64_t id() const { return id_; }
+  absl::Time deadline() const { return deadline_; }
+  const std::string& trace() const { return trace_; }
+  MuxInbox<v1::ShardRequest>& inbox() { return inbox_; }
+  void Cancel() {
+    cancelled_.store(true);
+    inbox_.End(absl::CancelledError("the coordinator cancelled the call"),
+               /*drop=*/true);
+  }
+
+  bool Read(v1::ShardRequest* request) override {
+    return inbox_.Pop(request, deadline_);
+  }
+  bool Write(const v1::ShardResponse& response) override {
+    v1::ShardLinkResponse message;
+    message.set_call(id_);
+    *message.mutable_response() = response;
+    return link_->outbox_.Send(std::move(message), response.ByteSizeLong(),
+                               deadline_);
+  }
+  bool WriteLast(const v1::ShardResponse& response) override {
+    last_ = response;  // leaves with the call's status
+    return !cancelled();
+  }
+  bool cancelled() const override {
+    return cancelled_.load() || absl::Now() >= deadline_ ||
+           (link_->gate_ != nullptr && link_->gate_->cancelled());
+  }
+
+  // The call's last message: the response WriteLast held, and `status`.
+  v1::ShardLinkResponse End(const absl::Status& status) {
+    v1::ShardLinkResponse message;
+    message.set_call(id_);
+    if (last_.has_value()) *message.mutable_response() = *std::move(last_);
+    message.set_end(true);
+    message.set_code(static_cast<int32_t>(status.code()));
+    message.set_message(std::string(status.message()));
+    return message;
+  }
+
+ private:
+  ShardLinkReactor* const link_;
+  const uint64_t id_;
+  const absl::Time deadline_;
+  const std::string trace_;
+  std::atomic<bool> cancelled_{false};
+  MuxInbox<v1::ShardRequest> inbox_;
+  std::optional<v1::ShardResponse> last_;  // the call's thread only
+};
+
+ShardLinkReactor::ShardLinkReactor(DeviceThreads* threads, DrainGate* gate,
+                                   RunCall run)
+    : threads_(threads),
+      gate_(gate),
+      run_(std::move(run)),
+      outbox_(kMaxQueuedBytes,
+              [this](const v1::ShardLinkResponse* m) { StartWrite(m); }) {
+  outbox_.Send(v1::ShardLinkResponse(), 0, absl::InfinitePast(),
+               /*urgent=*/true);  // call 0: this worker serves links
+  StartRead(&request_);
+}
+
+void ShardLinkReactor::OnReadDone(bool ok) {
+  if (!ok) {  // the coordinator closed or cancelled the link
+    {
+      absl::MutexLock lock(&mu_);
+      reading_done_ = true;
+      for (auto& [id, call] : calls_) call->Cancel();
+    }
+    MaybeFinish();
+    return;
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    const uint64_t id = request_.call();
+    auto it = calls_.find(id);
+    if (it == calls_.end()) {
+      // A new call starts with its job header; anything else names a call
+      // that has ended here (a late cancel) and is dropped.
+      if (id != 0 && request_.has_request() && request_.request().has_job() &&
+          !request_.cancel()) {
+        StartCall(id, request_);
+      }
+    } else if (request_.cancel()) {
+      it->second->Cancel();
+    } else {
+      if (request_.has_request()) {
+        it->second->inbox().Push(std::move(*request_.mutable_request()));
+      }
+      if (request_.writes_done()) it->second->inbox().End(absl::OkStatus());
+    }
+  }
+  request_.Clear();
+  StartRead(&request_);
+}
+
+void ShardLinkReactor::StartCall(uint64_t id, v1::ShardLinkRequest& first) {
+  const absl::Duration timeout =
+      std::min(absl::Milliseconds(std::max<int64_t>(first.timeout_ms(), 1)),
+               kMaxCallTime);
+  auto call = std::make_shared<Call>(this, id, absl::Now() + timeout,
+                                     first.traceparent());
+  call->inbox().Push(std::move(*first.mutable_request()));
+  if (first.writes_done()) call->inbox().End(absl::OkStatus());
+  calls_[id] = call;
+  threads_->Run([this, call] { RunOne(call); });
+}
+
+void ShardLinkReactor::RunOne(const std::shared_ptr<Call>& call) {
+  absl::Status status = run_(call.get(), call->deadline(), call->trace());
+  // As gRPC ends a RunShard call whose deadline passed.
+  if (!status.ok() && absl::Now() >= call->deadline()) {
+    status = absl::DeadlineExceededError(absl::StrCat(
+        "the call's deadline passed on the worker (", status.message(), ")"));
+  }
+  // Never held back: the end must reach the coordinator even when the
+  // call's own responses filled the queue.
+  outbox_.Send(call->End(status), 0, absl::InfinitePast(), /*urgent=*/true);
+  {
+    absl::MutexLock lock(&mu_);
+    calls_.erase(call->id());
+  }
+  MaybeFinish();
+}
+
+void ShardLinkReactor::MaybeFinish() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!reading_done_ || !calls_.empty() || finishing_) return;
+    finishing_ = true;
+  }
+  // After the last write: Finish may not overtake a write in flight.
+  outbox_.Close([this] { Finish(grpc::Status::OK); }, /*keep_queued=*/true);
+}
+
+}  // namespace shardmap
