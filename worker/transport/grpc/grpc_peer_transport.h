@@ -118,6 +118,9 @@ class GrpcPeerTransport final : public PeerTransport {
   // abort; with `abandon` a short grace), the links the buffers went to
   // are torn down (PeerNetwork::Drop), which makes gRPC drop them, and
   // Settle waits for that: after it returns gRPC never reads them again.
+  // (Should gRPC still hold them 90 s after their connections closed, the
+  // process stops with a critical log rather than let it read freed
+  // memory.)
   // Errors: DEADLINE_EXCEEDED or the abort status (the links were dropped);
   // with `abandon` always OK.
   absl::Status Settle(bool abandon) override;
