@@ -31,10 +31,10 @@ struct AllReduceOptions {
   // The ring moves each rank's segment in pieces of at most this many
   // bytes, so sending, receiving and reducing overlap...
   size_t piece_bytes = 1 << 20;
-  // ...and sends at most this many pieces ahead of those it received (as
-  // ExchangeOptions: three 1 MiB pieces fit a shared-memory ring, and keep
-  // a gRPC link busy while the receiver combines).
-  int window = 3;
+  // ...and sends at most this many pieces ahead of those it received: two
+  // 1 MiB pieces keep a gRPC link busy while the receiver combines, and
+  // fit a shared-memory ring without spilling (more only costs memory).
+  int window = 2;
 };
 
 // INVALID_ARGUMENT for a malformed group or a size that is not a whole

@@ -17,8 +17,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -121,9 +121,10 @@ class PeerTransport {
   using ChunkConsumer = std::function<void(absl::Span<const uint8_t> chunk)>;
   virtual absl::Status RecvChunks(int64_t from, const PeerMessage& message,
                                   size_t size, const ChunkConsumer& consume) {
-    std::vector<uint8_t> buffer(size);
-    absl::Status s = Recv(from, message, absl::MakeSpan(buffer));
-    if (s.ok()) consume(buffer);
+    // Not zero-filled: Recv overwrites all of it.
+    std::unique_ptr<uint8_t[]> buffer(new uint8_t[size]);
+    absl::Status s = Recv(from, message, absl::MakeSpan(buffer.get(), size));
+    if (s.ok()) consume(absl::MakeConstSpan(buffer.get(), size));
     return s;
   }
 };
