@@ -47,26 +47,34 @@ bool RoutedPeerTransport::MayShare(int64_t peer,
 
 absl::Status RoutedPeerTransport::Send(int64_t to, const PeerMessage& message,
                                        absl::Span<const uint8_t> data) {
-  return Post(to, message, data, /*lend=*/false);
+  return Post(to, message, data, Mode::kSend);
 }
 
 absl::Status RoutedPeerTransport::Lend(int64_t to, const PeerMessage& message,
                                        absl::Span<const uint8_t> data) {
-  return Post(to, message, data, /*lend=*/true);
+  return Post(to, message, data, Mode::kLend);
+}
+
+absl::Status RoutedPeerTransport::LendUntilTaken(
+    int64_t to, const PeerMessage& message, absl::Span<const uint8_t> data) {
+  return Post(to, message, data, Mode::kLendUntilTaken);
 }
 
 absl::Status RoutedPeerTransport::Settle(bool abandon) {
-  return shm_transport_.Settle(abandon);
+  // Both, even when the first fails: each must take its buffers back.
+  absl::Status shm = shm_transport_.Settle(abandon);
+  absl::Status grpc = grpc_.Settle(abandon);
+  return shm.ok() ? grpc : shm;
 }
 
 absl::Status RoutedPeerTransport::Post(int64_t to, const PeerMessage& message,
                                        absl::Span<const uint8_t> data,
-                                       bool lend) {
+                                       Mode mode) {
   if (MayShare(to, message)) {
     std::shared_ptr<ShmSender> sender = shm_->SenderTo(
         options_.addresses[to], options_.deadline, grpc_.incarnation(to));
     if (sender != nullptr) {
-      absl::Status s = lend
+      absl::Status s = mode == Mode::kLend
                            ? shm_transport_.LendVia(sender, to, message, data)
                            : shm_transport_.SendVia(*sender, to, message, data);
       if (s.ok()) {
@@ -75,7 +83,18 @@ absl::Status RoutedPeerTransport::Post(int64_t to, const PeerMessage& message,
       return s;
     }
   }
-  return grpc_.Send(to, message, data);
+  return mode == Mode::kSend ? grpc_.Send(to, message, data)
+                             : grpc_.Lend(to, message, data);
+}
+
+absl::Status RoutedPeerTransport::RecvChunks(int64_t from,
+                                             const PeerMessage& message,
+                                             size_t size,
+                                             const ChunkConsumer& consume) {
+  if (!MayShare(from, message)) {
+    return grpc_.RecvChunks(from, message, size, consume);
+  }
+  return PeerTransport::RecvChunks(from, message, size, consume);
 }
 
 absl::Status RoutedPeerTransport::Recv(int64_t from, const PeerMessage& message,

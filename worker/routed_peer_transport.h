@@ -36,17 +36,23 @@ class RoutedPeerTransport final : public PeerTransport {
   absl::Status Send(int64_t to, const PeerMessage& message,
                     absl::Span<const uint8_t> data) override;
   // Lent through shared memory when the peer's channel lends (the
-  // receiver reads the buffer from this process), else Send.
+  // receiver reads the buffer from this process), else lent to gRPC.
   absl::Status Lend(int64_t to, const PeerMessage& message,
                     absl::Span<const uint8_t> data) override;
+  // Lent to gRPC; sent (copied) through shared memory.
+  absl::Status LendUntilTaken(int64_t to, const PeerMessage& message,
+                              absl::Span<const uint8_t> data) override;
   absl::Status Settle(bool abandon) override;
   absl::Status Recv(int64_t from, const PeerMessage& message,
                     absl::Span<uint8_t> out) override;
+  // From the gRPC inbox's slices when the peer is gRPC-only, else Recv's.
+  absl::Status RecvChunks(int64_t from, const PeerMessage& message, size_t size,
+                          const ChunkConsumer& consume) override;
 
  private:
-  // Send and Lend.
+  enum class Mode { kSend, kLend, kLendUntilTaken };
   absl::Status Post(int64_t to, const PeerMessage& message,
-                    absl::Span<const uint8_t> data, bool lend);
+                    absl::Span<const uint8_t> data, Mode mode);
 
   // Whether the peer is another worker that shared memory may reach.
   bool MayShare(int64_t peer, const PeerMessage& message) const;

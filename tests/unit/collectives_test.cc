@@ -333,6 +333,40 @@ using AllReduceParam = std::tuple<int, Count, AllReduceCase>;
 
 class AllReduceTest : public ::testing::TestWithParam<AllReduceParam> {};
 
+// What one AllReduce over a hub's ranks uses besides the arrays.
+struct AllReduceRun {
+  CollectiveTag tag;
+  DType dtype = DType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  Algorithm algorithm = Algorithm::kAuto;
+  size_t piece_bytes = AllReduceOptions{}.piece_bytes;
+  size_t small_bytes = AllReduceOptions{}.small_bytes;
+};
+
+// Runs AllReduce on rank r = 0, 1, ... (device devices[r]) over `hub`,
+// each reducing outputs[r] in place, or from inputs[r] if `inputs` is set.
+::testing::AssertionResult RunAllReduce(InMemoryHub& hub,
+                                        const std::vector<int64_t>& devices,
+                                        const AllReduceRun& run,
+                                        std::vector<Bytes>& outputs,
+                                        const std::vector<Bytes>* inputs) {
+  const int n = static_cast<int>(devices.size());
+  return AllOk(RunRanks(n, [&](int r) {
+    std::unique_ptr<InMemoryPeerTransport> transport = hub.Endpoint(devices[r]);
+    AllReduceOptions options;
+    options.group = Group(devices, r);
+    options.tag = run.tag;
+    options.dtype = run.dtype;
+    options.data = absl::MakeSpan(outputs[r]);
+    if (inputs != nullptr) options.input = (*inputs)[r];
+    options.op = run.op;
+    options.algorithm = run.algorithm;
+    options.small_bytes = run.small_bytes;
+    options.piece_bytes = run.piece_bytes;
+    return AllReduce(options, *transport);
+  }));
+}
+
 TEST_P(AllReduceTest, MatchesReferenceAndIsBitwiseIdentical) {
   // Plain variables, not structured bindings: lambdas capture them below.
   const int n = std::get<0>(GetParam());
@@ -345,29 +379,29 @@ TEST_P(AllReduceTest, MatchesReferenceAndIsBitwiseIdentical) {
   for (const DType dtype : kAllDTypes) {
     for (const ReduceOp op : kAllOps) {
       SCOPED_TRACE(Where(dtype, op));
-      std::vector<Bytes> inputs, outputs;
+      std::vector<Bytes> inputs;
       for (int r = 0; r < n; ++r) {
         inputs.push_back(MakeArray(dtype, seq, r, count));
       }
-      outputs = inputs;
-      const CollectiveTag tag = Tag(seq++);
-      ASSERT_TRUE(AllOk(RunRanks(n, [&](int r) {
-        std::unique_ptr<InMemoryPeerTransport> transport =
-            hub.Endpoint(devices[r]);
-        AllReduceOptions options;
-        options.group = Group(devices, r);
-        options.tag = tag;
-        options.dtype = dtype;
-        options.data = absl::MakeSpan(outputs[r]);
-        options.op = op;
-        options.algorithm = c.algorithm;
-        options.small_bytes = c.small_bytes;
-        options.piece_bytes = c.piece_bytes;
-        return AllReduce(options, *transport);
-      })));
-      EXPECT_EQ(hub.PendingMessages(), 0u);
-      EXPECT_TRUE(BitwiseIdentical(outputs));
-      EXPECT_TRUE(MatchesReference(dtype, inputs, 0, op, outputs[0]));
+      // In place, and from a separate input into an output that starts as
+      // garbage (AllReduceOptions.input): the same bytes either way.
+      std::vector<Bytes> results[2];
+      for (const bool separate : {false, true}) {
+        SCOPED_TRACE(separate ? "separate input" : "in place");
+        std::vector<Bytes>& outputs = results[separate];
+        outputs = inputs;
+        if (separate) {
+          for (Bytes& o : outputs) std::fill(o.begin(), o.end(), 0xab);
+        }
+        const AllReduceRun run{Tag(seq++),  dtype,         op,
+                               c.algorithm, c.piece_bytes, c.small_bytes};
+        ASSERT_TRUE(RunAllReduce(hub, devices, run, outputs,
+                                 separate ? &inputs : nullptr));
+        EXPECT_EQ(hub.PendingMessages(), 0u);
+        EXPECT_TRUE(BitwiseIdentical(outputs));
+        EXPECT_TRUE(MatchesReference(dtype, inputs, 0, op, outputs[0]));
+      }
+      EXPECT_EQ(results[0], results[1]);
     }
   }
 }
@@ -403,20 +437,9 @@ TEST(AllReduceTest, NaNWinsEverywhere) {
       }
       const double nan = std::nan("");
       std::memcpy(outputs[3].data() + 2 * sizeof(double), &nan, sizeof(nan));
-      const CollectiveTag tag = Tag(seq++);
-      ASSERT_TRUE(AllOk(RunRanks(n, [&](int r) {
-        std::unique_ptr<InMemoryPeerTransport> transport =
-            hub.Endpoint(devices[r]);
-        AllReduceOptions options;
-        options.group = Group(devices, r);
-        options.tag = tag;
-        options.dtype = DType::kFloat64;
-        options.data = absl::MakeSpan(outputs[r]);
-        options.op = op;
-        options.algorithm = algorithm;
-        options.piece_bytes = 16;
-        return AllReduce(options, *transport);
-      })));
+      AllReduceRun run{Tag(seq++), DType::kFloat64, op, algorithm};
+      run.piece_bytes = 16;
+      ASSERT_TRUE(RunAllReduce(hub, devices, run, outputs, nullptr));
       EXPECT_TRUE(BitwiseIdentical(outputs));
       EXPECT_TRUE(std::isnan(Load<double>(outputs[0].data() + 16)));
       EXPECT_FALSE(std::isnan(Load<double>(outputs[0].data() + 24)));
@@ -436,19 +459,9 @@ TEST(AllReduceTest, SubsetOfDevicesInAnyOrder) {
       inputs.push_back(MakeArray(DType::kInt32, 4, r, 100));
     }
     std::vector<Bytes> outputs = inputs;
-    const CollectiveTag tag = Tag(seq++);
-    ASSERT_TRUE(AllOk(RunRanks(3, [&](int r) {
-      std::unique_ptr<InMemoryPeerTransport> transport =
-          hub.Endpoint(devices[r]);
-      AllReduceOptions options;
-      options.group = Group(devices, r);
-      options.tag = tag;
-      options.dtype = DType::kInt32;
-      options.data = absl::MakeSpan(outputs[r]);
-      options.algorithm = algorithm;
-      options.piece_bytes = 32;
-      return AllReduce(options, *transport);
-    })));
+    AllReduceRun run{Tag(seq++), DType::kInt32, ReduceOp::kSum, algorithm};
+    run.piece_bytes = 32;
+    ASSERT_TRUE(RunAllReduce(hub, devices, run, outputs, nullptr));
     EXPECT_TRUE(BitwiseIdentical(outputs));
     EXPECT_TRUE(
         MatchesReference(DType::kInt32, inputs, 0, ReduceOp::kSum, outputs[0]));

@@ -38,22 +38,36 @@ absl::Status AllReduce(const AllReduceOptions& options,
                      ", less than one ", DTypeName(options.dtype), " element (",
                      element_bytes, " bytes)"));
   }
+  if (!options.input.empty() && options.input.size() != options.data.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "AllReduceOptions.input has ", options.input.size(), " bytes, not the ",
+        options.data.size(), " of AllReduceOptions.data"));
+  }
+  Algorithm algorithm = options.algorithm;
+  if (algorithm == Algorithm::kAuto) {
+    algorithm = options.data.size() <= options.small_bytes
+                    ? Algorithm::kRecursiveDoubling
+                    : Algorithm::kRing;
+  }
+  // Only the ring reads a separate input as it goes; the others start from
+  // a copy.
+  if (!options.data.empty() && !options.input.empty() &&
+      (algorithm != Algorithm::kRing || options.group.size() == 1)) {
+    std::memcpy(options.data.data(), options.input.data(), options.data.size());
+  }
   if (options.group.size() == 1 || options.data.empty()) {
     return absl::OkStatus();
   }
-  switch (options.algorithm) {
+  switch (algorithm) {
     case Algorithm::kRecursiveDoubling:
       return RecursiveDoubling(options, transport);
     case Algorithm::kDirect:
       return Direct(options, transport);
     case Algorithm::kRing:
-      return Ring(options, transport);
     case Algorithm::kAuto:
       break;
   }
-  return options.data.size() <= options.small_bytes
-             ? RecursiveDoubling(options, transport)
-             : Ring(options, transport);
+  return Ring(options, transport);
 }
 
 namespace {
@@ -113,13 +127,14 @@ namespace {
 // The piece a rank sends in unit u is the piece it received in unit
 // u - pieces_per_segment (the same piece one round earlier; in round 0 its
 // own), so it can send
-// ahead of its receiving: it keeps two units in flight, sending unit u + 1
-// before it waits for unit u. While it receives and combines piece u, piece
-// u + 1 is already on its way to the right neighbour, which can start on it
-// as soon as it is done with piece u. With one piece per segment, unit
-// u + 1 needs unit u and the window shrinks to one. Because no rank runs
-// more than two units ahead of its own receiving, a link that buffers two
-// pieces never stalls the ring for good.
+// ahead of its receiving: it keeps `window` units in flight, sending units
+// up to u + window - 1 before it waits for unit u. While it receives and
+// combines piece u, the next pieces are already on their way to the right
+// neighbour, which can start on them as soon as it is done with piece u.
+// The window is at most pieces_per_segment (with one piece per segment,
+// unit u + 1 needs unit u and the window shrinks to one). Because no rank
+// runs more than `window` units ahead of its own receiving, a link that
+// buffers that many pieces never stalls the ring for good.
 
 PeerMessage MessageOf(const AllReduceOptions& options, uint64_t step) {
   return PeerMessage{options.tag.seq, static_cast<uint32_t>(step),
@@ -242,13 +257,19 @@ absl::Status Ring(const AllReduceOptions& options, PeerTransport& transport) {
   auto segment_elements = [&](int segment) {
     return segment_base + (static_cast<size_t>(segment) < segment_extra);
   };
-  auto piece_of = [&](int segment, uint64_t piece) {
+  auto piece_of = [&](auto span, int segment, uint64_t piece) {
     const size_t elements = segment_elements(segment);
     const size_t begin = std::min<size_t>(piece * piece_elements, elements);
     const size_t end = std::min<size_t>(begin + piece_elements, elements);
-    return data.subspan((segment_begin(segment) + begin) * element_bytes,
+    return span.subspan((segment_begin(segment) + begin) * element_bytes,
                         (end - begin) * element_bytes);
   };
+  // With a separate input, round 0 sends from it and the reduce-scatter
+  // combines it with what arrives (each segment a rank combines there is
+  // one it has not touched yet); `data` is only ever written before it is
+  // read or sent.
+  const absl::Span<const uint8_t> input =
+      options.input.empty() ? absl::Span<const uint8_t>(data) : options.input;
   auto send_segment = [&](uint64_t round) {
     return static_cast<int>((rank + n - round % n) % n);
   };
@@ -258,35 +279,49 @@ absl::Status Ring(const AllReduceOptions& options, PeerTransport& transport) {
 
   const int64_t right = group.devices[(rank + 1) % n];
   const int64_t left = group.devices[(rank + n - 1) % n];
-  const uint64_t window = std::min<uint64_t>(2, pieces_per_segment);
-  std::vector<uint8_t> incoming(std::min(piece_elements, largest_segment) *
-                                element_bytes);
+  const uint64_t window = std::min<uint64_t>(
+      static_cast<uint64_t>(std::max(1, options.window)), pieces_per_segment);
 
-  uint64_t sent = 0;  // units sent so far
-  for (uint64_t unit = 0; unit < units; ++unit) {
-    for (; sent < units && sent < unit + window; ++sent) {
-      absl::Span<uint8_t> piece = piece_of(
-          send_segment(sent / pieces_per_segment), sent % pieces_per_segment);
+  // Pieces are lent until taken (PeerTransport::LendUntilTaken: over gRPC
+  // sent from `data` without a copy) and settled before returning. A piece
+  // is changed only after its receiver took it: in the reduce-scatter a
+  // rank sends segment s before anyone else's contribution reaches it, and
+  // only overwrites s in the all-gather, with the combined segment, which
+  // includes its piece as its right neighbour received it; all-gather
+  // pieces are final.
+  // Incoming pieces are combined straight from where the transport holds
+  // them (RecvChunks), not copied out first.
+  auto run = [&]() -> absl::Status {
+    uint64_t sent = 0;  // units sent so far
+    for (uint64_t unit = 0; unit < units; ++unit) {
+      for (; sent < units && sent < unit + window; ++sent) {
+        const uint64_t send_round = sent / pieces_per_segment;
+        absl::Span<const uint8_t> piece =
+            piece_of(send_round == 0 ? input : absl::Span<const uint8_t>(data),
+                     send_segment(send_round), sent % pieces_per_segment);
+        if (piece.empty()) continue;
+        SHARD_RETURN_IF_ERROR(
+            transport.LendUntilTaken(right, MessageOf(options, sent), piece));
+      }
+      const uint64_t round = unit / pieces_per_segment;
+      absl::Span<uint8_t> piece =
+          piece_of(data, recv_segment(round), unit % pieces_per_segment);
       if (piece.empty()) continue;
-      SHARD_RETURN_IF_ERROR(
-          transport.Send(right, MessageOf(options, sent), piece));
+      if (round < static_cast<uint64_t>(n - 1)) {  // reduce-scatter
+        ChunkedReduce reduce(
+            options.dtype, options.op, piece,
+            piece_of(input, recv_segment(round), unit % pieces_per_segment));
+        SHARD_RETURN_IF_ERROR(transport.RecvChunks(
+            left, MessageOf(options, unit), piece.size(),
+            [&reduce](absl::Span<const uint8_t> chunk) { reduce.Add(chunk); }));
+      } else {  // all-gather
+        SHARD_RETURN_IF_ERROR(
+            transport.Recv(left, MessageOf(options, unit), piece));
+      }
     }
-    const uint64_t round = unit / pieces_per_segment;
-    absl::Span<uint8_t> piece =
-        piece_of(recv_segment(round), unit % pieces_per_segment);
-    if (piece.empty()) continue;
-    if (round < static_cast<uint64_t>(n - 1)) {  // reduce-scatter
-      absl::Span<uint8_t> incoming_piece =
-          absl::MakeSpan(incoming).subspan(0, piece.size());
-      SHARD_RETURN_IF_ERROR(
-          transport.Recv(left, MessageOf(options, unit), incoming_piece));
-      ReduceInto(options.dtype, options.op, piece, incoming_piece);
-    } else {  // all-gather
-      SHARD_RETURN_IF_ERROR(
-          transport.Recv(left, MessageOf(options, unit), piece));
-    }
-  }
-  return absl::OkStatus();
+    return absl::OkStatus();
+  };
+  return RunAndSettle(transport, run);
 }
 
 }  // namespace

@@ -84,6 +84,19 @@ inline absl::Status ValidateGroup(const GroupView& group,
   return absl::OkStatus();
 }
 
+// Runs `run`, which lends buffers through `transport` (Lend or
+// LendUntilTaken), then settles them: if `run` failed, abandons them and
+// returns its error; else waits for them (Settle's errors).
+template <typename Run>
+absl::Status RunAndSettle(PeerTransport& transport, Run run) {
+  absl::Status s = run();
+  if (!s.ok()) {
+    transport.Settle(/*abandon=*/true).IgnoreError();
+    return s;
+  }
+  return transport.Settle(/*abandon=*/false);
+}
+
 }  // namespace shardmap
 
 #endif  // SHARDMAP_WORKER_COLLECTIVES_COLLECTIVE_TYPES_H_

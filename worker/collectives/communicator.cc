@@ -118,12 +118,14 @@ absl::StatusOr<Tensor> Communicator::Reduce(const char* op, ReduceOp reduce,
                                             const Tensor& x, const Axes& axes) {
   worker_metrics::CollectiveTimer timer(op);
   SHARD_ASSIGN_OR_RETURN(GroupView group, Group(axes, op));
-  Tensor out = x.Clone();
+  // Written by AllReduce from x, not copied from it first.
+  SHARD_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(x.dtype(), x.shape()));
   AllReduceOptions o;
   o.group = std::move(group);
   o.tag = NextTag(Describe(op, axes, x));
   o.dtype = x.dtype();
   o.data = Bytes(out);
+  o.input = Bytes(x);
   o.op = reduce;
   o.algorithm = options_.algorithm;
   SHARD_RETURN_IF_ERROR(AllReduce(o, *transport_));

@@ -45,12 +45,7 @@ absl::Status Exchange(PeerTransport& transport, const CollectiveTag& tag,
     }
     return absl::OkStatus();
   };
-  absl::Status s = run();
-  if (!s.ok()) {
-    transport.Settle(/*abandon=*/true).IgnoreError();
-    return s;
-  }
-  return transport.Settle(/*abandon=*/false);
+  return RunAndSettle(transport, run);
 }
 
 }  // namespace shardmap

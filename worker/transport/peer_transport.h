@@ -16,6 +16,8 @@
 #define SHARDMAP_WORKER_PEER_TRANSPORT_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -84,6 +86,16 @@ class PeerTransport {
                             absl::Span<const uint8_t> data) {
     return Send(to, message, data);
   }
+  // As Lend, except that the caller may change `data` as soon as it knows
+  // the receiver took the message (it received something the receiver
+  // sent after taking it), not only once Settle returns; before it frees
+  // `data` it still calls Settle. For transports that read the bytes of
+  // `data` once, before the receiver can have them (gRPC streams them to
+  // the socket straight from `data`). By default: Send.
+  virtual absl::Status LendUntilTaken(int64_t to, const PeerMessage& message,
+                                      absl::Span<const uint8_t> data) {
+    return Send(to, message, data);
+  }
   // Waits until the receivers are done with every buffer this transport
   // was lent. With `abandon` (the caller failed and is about to free them)
   // it withdraws those not being read and returns OK. Errors: as Send;
@@ -98,6 +110,23 @@ class PeerTransport {
   // arrives before the job's deadline or the per-collective timeout.
   virtual absl::Status Recv(int64_t from, const PeerMessage& message,
                             absl::Span<uint8_t> out) = 0;
+
+  // As Recv of a message of `size` bytes, but instead of copying the
+  // payload into one buffer, hands it to `consume` in order, in chunks of
+  // any size (an element may straddle two) that together are the whole
+  // payload, on the calling thread before returning: a receiver that
+  // combines the bytes with its own reads them once, where they arrived.
+  // `consume` is called only for a message that passed Recv's checks.
+  // Errors: as Recv. By default: Recv into a temporary buffer, one chunk.
+  using ChunkConsumer = std::function<void(absl::Span<const uint8_t> chunk)>;
+  virtual absl::Status RecvChunks(int64_t from, const PeerMessage& message,
+                                  size_t size, const ChunkConsumer& consume) {
+    // Not zero-filled: Recv overwrites all of it.
+    std::unique_ptr<uint8_t[]> buffer(new uint8_t[size]);
+    absl::Status s = Recv(from, message, absl::MakeSpan(buffer.get(), size));
+    if (s.ok()) consume(absl::MakeConstSpan(buffer.get(), size));
+    return s;
+  }
 };
 
 }  // namespace shardmap

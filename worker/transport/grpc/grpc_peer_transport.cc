@@ -1,8 +1,12 @@
 #include "worker/transport/grpc/grpc_peer_transport.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "rpc/channel_cache.h"
 
 namespace shardmap {
@@ -11,6 +15,17 @@ namespace {
 constexpr size_t kFragmentBytes = 1 << 20;
 // Replaced processes remembered per peer address.
 constexpr size_t kReplacedKept = 8;
+// How long Settle(abandon) lets lent buffers drain before it drops their
+// links, and how long gRPC may take to let go of them after that (a frozen
+// peer's connection is closed by keepalive within rpc/channel.cc's ping
+// interval and timeout).
+constexpr absl::Duration kAbandonGrace = absl::Seconds(2);
+constexpr absl::Duration kForcedRelease = absl::Seconds(90);
+
+absl::Status ReceiveOutsideMesh(int64_t from, int64_t n) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("receive from device ", from, " outside the mesh of ", n));
+}
 }  // namespace
 
 PeerNetwork::~PeerNetwork() {
@@ -87,8 +102,67 @@ uint64_t GrpcPeerTransport::incarnation(int64_t d) const {
              : 0;
 }
 
+void PeerNetwork::Drop(const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  auto it = peers_.find(address);
+  if (it == peers_.end()) return;
+  Peer& peer = it->second;
+  if (peer.link) peer.link->Shutdown();
+  channels_->Evict(address);
+  peer.link.reset();
+  peer.stub.reset();
+  peer.channel.reset();
+}
+
 absl::Status GrpcPeerTransport::Send(int64_t to, const PeerMessage& message,
                                      absl::Span<const uint8_t> data) {
+  return Post(to, message, data, /*lend=*/false);
+}
+
+absl::Status GrpcPeerTransport::Lend(int64_t to, const PeerMessage& message,
+                                     absl::Span<const uint8_t> data) {
+  return Post(to, message, data, /*lend=*/true);
+}
+
+absl::Status GrpcPeerTransport::Settle(bool abandon) {
+  const auto never = [] { return absl::OkStatus(); };
+  if (lent_.outstanding() == 0) {
+    absl::MutexLock lock(&mu_);
+    lent_to_.clear();
+    return absl::OkStatus();
+  }
+  // A live peer reads everything it is sent, even for a job it gave up on,
+  // so lent buffers come back quickly unless the peer is stuck or gone.
+  const absl::Time deadline =
+      abandon ? absl::Now() + kAbandonGrace
+              : std::min(options_.deadline,
+                         absl::Now() + options_.collective_timeout);
+  absl::Status s =
+      lent_.AwaitReleased(deadline, abandon ? never : options_.aborted);
+  std::set<std::string> lent_to;
+  {
+    absl::MutexLock lock(&mu_);
+    lent_to.swap(lent_to_);
+  }
+  if (s.ok()) return s;
+  // The caller is about to reuse or free the buffers: take them back from
+  // gRPC by tearing down the links they were queued on.
+  for (const std::string& address : lent_to) network_->Drop(address);
+  if (!lent_.AwaitReleased(absl::Now() + kForcedRelease, never).ok()) {
+    // Returning would let the caller free memory gRPC still reads.
+    spdlog::critical(
+        "gRPC still holds {} buffers lent to it {} after their links to {} "
+        "were closed; stopping rather than let it read freed memory",
+        lent_.outstanding(), absl::FormatDuration(kForcedRelease),
+        absl::StrJoin(lent_to, ", "));
+    std::abort();
+  }
+  return abandon ? absl::OkStatus() : s;
+}
+
+absl::Status GrpcPeerTransport::Post(int64_t to, const PeerMessage& message,
+                                     absl::Span<const uint8_t> data,
+                                     bool lend) {
   if (to < 0 || to >= num_devices()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "send to device ", to, " outside the mesh of ", num_devices()));
@@ -105,6 +179,10 @@ absl::Status GrpcPeerTransport::Send(int64_t to, const PeerMessage& message,
                        message.fingerprint->text, ": ", l.status().message()));
     }
     link = *std::move(l);
+    if (lend) {
+      absl::MutexLock lock(&mu_);
+      lent_to_.insert(address);
+    }
   }
   size_t offset = 0;
   do {
@@ -121,7 +199,13 @@ absl::Status GrpcPeerTransport::Send(int64_t to, const PeerMessage& message,
     const absl::Span<const uint8_t> piece = data.subspan(offset, n);
     absl::Status s;
     if (link) {
-      s = link->Send(frame, piece, options_.deadline, options_.aborted);
+      grpc::Slice payload;
+      if (n > 0) {
+        payload =
+            lend ? lent_.Lend(piece) : grpc::Slice(piece.data(), piece.size());
+      }
+      s = link->Send(frame, std::move(payload), options_.deadline,
+                     options_.aborted);
     } else {
       std::vector<grpc::Slice> copy;
       if (n > 0) copy.emplace_back(piece.data(), n);
@@ -144,9 +228,29 @@ absl::Status GrpcPeerTransport::Send(int64_t to, const PeerMessage& message,
 absl::Status GrpcPeerTransport::Recv(int64_t from, const PeerMessage& message,
                                      absl::Span<uint8_t> out) {
   if (from < 0 || from >= num_devices()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "receive from device ", from, " outside the mesh of ", num_devices()));
+    return ReceiveOutsideMesh(from, num_devices());
   }
+  const absl::Time deadline =
+      std::min(options_.deadline, absl::Now() + options_.collective_timeout);
+  return network_->inbox()->Take(WantOf(from, message), out, deadline,
+                                 options_.aborted);
+}
+
+absl::Status GrpcPeerTransport::RecvChunks(int64_t from,
+                                           const PeerMessage& message,
+                                           size_t size,
+                                           const ChunkConsumer& consume) {
+  if (from < 0 || from >= num_devices()) {
+    return ReceiveOutsideMesh(from, num_devices());
+  }
+  const absl::Time deadline =
+      std::min(options_.deadline, absl::Now() + options_.collective_timeout);
+  return network_->inbox()->TakeChunks(WantOf(from, message), size, consume,
+                                       deadline, options_.aborted);
+}
+
+PeerInbox::Want GrpcPeerTransport::WantOf(int64_t from,
+                                          const PeerMessage& message) const {
   PeerInbox::Want want;
   want.job_id = options_.job_id;
   want.from_device = from;
@@ -155,9 +259,7 @@ absl::Status GrpcPeerTransport::Recv(int64_t from, const PeerMessage& message,
   want.seq = message.seq;
   want.step = message.step;
   want.fingerprint = message.fingerprint;
-  const absl::Time deadline =
-      std::min(options_.deadline, absl::Now() + options_.collective_timeout);
-  return network_->inbox()->Take(want, out, deadline, options_.aborted);
+  return want;
 }
 
 }  // namespace shardmap

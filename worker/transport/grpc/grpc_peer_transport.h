@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "shardmap/v1/peer.grpc.pb.h"
+#include "worker/transport/grpc/lent_slices.h"
 #include "worker/transport/grpc/peer_inbox.h"
 #include "worker/transport/grpc/peer_link.h"
 #include "worker/transport/peer_transport.h"
@@ -53,6 +55,9 @@ class PeerNetwork {
   // UNAVAILABLE if `incarnation` was replaced at that address.
   absl::StatusOr<std::shared_ptr<PeerLink>> Link(const std::string& address,
                                                  uint64_t incarnation = 0);
+  // Shuts the link to `address` down and closes its connection (the next
+  // Link dials afresh), so gRPC drops every frame it still holds for it.
+  void Drop(const std::string& address);
 
  private:
   struct Peer {
@@ -94,16 +99,53 @@ class GrpcPeerTransport final : public PeerTransport {
   int64_t num_devices() const override {
     return static_cast<int64_t>(options_.addresses.size());
   }
+  // Copies `data` into gRPC's buffers.
   absl::Status Send(int64_t to, const PeerMessage& message,
                     absl::Span<const uint8_t> data) override;
+  // Sends straight from `data` (lent to gRPC,
+  // worker/transport/grpc/lent_slices.h), except to this device itself, which
+  // is a copy.
+  absl::Status Lend(int64_t to, const PeerMessage& message,
+                    absl::Span<const uint8_t> data) override;
+  // Lend: gRPC reads `data` only on its way to the socket.
+  absl::Status LendUntilTaken(int64_t to, const PeerMessage& message,
+                              absl::Span<const uint8_t> data) override {
+    return Lend(to, message, data);
+  }
+  // Waits until gRPC released every buffer lent since the last Settle:
+  // their bytes are in the kernel (or their stream failed). If that does
+  // not happen in time (the per-collective timeout, the job's deadline, an
+  // abort; with `abandon` a short grace), the links the buffers went to
+  // are torn down (PeerNetwork::Drop), which makes gRPC drop them, and
+  // Settle waits for that: after it returns gRPC never reads them again.
+  // (Should gRPC still hold them 90 s after their connections closed, the
+  // process stops with a critical log rather than let it read freed
+  // memory.)
+  // Errors: DEADLINE_EXCEEDED or the abort status (the links were dropped);
+  // with `abandon` always OK.
+  absl::Status Settle(bool abandon) override;
   absl::Status Recv(int64_t from, const PeerMessage& message,
                     absl::Span<uint8_t> out) override;
+  // Hands the received slices to `consume` (PeerInbox::TakeChunks).
+  absl::Status RecvChunks(int64_t from, const PeerMessage& message, size_t size,
+                          const ChunkConsumer& consume) override;
   // The incarnation expected for device `d`; 0 if not known.
   uint64_t incarnation(int64_t d) const;
+  // Lent slices gRPC still holds (a test hook: 0 after Settle).
+  int64_t lent() const { return lent_.outstanding(); }
 
  private:
+  // Send and Lend.
+  absl::Status Post(int64_t to, const PeerMessage& message,
+                    absl::Span<const uint8_t> data, bool lend);
+  PeerInbox::Want WantOf(int64_t from, const PeerMessage& message) const;
+
   PeerNetwork* const network_;  // Not owned.
   const Options options_;
+  LentSlices lent_;
+  absl::Mutex mu_;
+  // Where buffers were lent since the last Settle.
+  std::set<std::string> lent_to_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardmap

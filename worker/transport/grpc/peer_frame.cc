@@ -140,15 +140,20 @@ void PeerPayload::CopyTo(uint8_t* out) const {
 
 grpc::ByteBuffer EncodeFrame(const v1::PeerFrame& header,
                              absl::Span<const uint8_t> payload) {
+  return EncodeFrame(header, payload.empty()
+                                 ? grpc::Slice()
+                                 : grpc::Slice(payload.data(), payload.size()));
+}
+
+grpc::ByteBuffer EncodeFrame(const v1::PeerFrame& header, grpc::Slice payload) {
   std::string head = header.SerializeAsString();
-  if (payload.empty()) {
+  if (payload.size() == 0) {
     grpc::Slice only(head);
     return grpc::ByteBuffer(&only, 1);
   }
   AppendVarint((kDataField << 3) | kWireLengthDelimited, &head);
   AppendVarint(payload.size(), &head);
-  grpc::Slice slices[2] = {grpc::Slice(head),
-                           grpc::Slice(payload.data(), payload.size())};
+  grpc::Slice slices[2] = {grpc::Slice(head), std::move(payload)};
   return grpc::ByteBuffer(slices, 2);
 }
 

@@ -51,6 +51,9 @@ struct DecodedFrame {
 // a slice the returned buffer owns.
 grpc::ByteBuffer EncodeFrame(const v1::PeerFrame& header,
                              absl::Span<const uint8_t> payload);
+// As above, with the payload already a slice: the buffer references it
+// (e.g. a LentSlices slice over the caller's memory, sent without a copy).
+grpc::ByteBuffer EncodeFrame(const v1::PeerFrame& header, grpc::Slice payload);
 
 // INVALID_ARGUMENT if `buffer` is not a serialized PeerFrame.
 absl::StatusOr<DecodedFrame> DecodeFrame(const grpc::ByteBuffer& buffer);

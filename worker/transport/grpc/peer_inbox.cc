@@ -81,6 +81,19 @@ absl::Status PeerInbox::Take(const Want& want, absl::Span<uint8_t> out,
   return absl::OkStatus();
 }
 
+absl::Status PeerInbox::TakeChunks(
+    const Want& want, size_t size, const PeerTransport::ChunkConsumer& consume,
+    absl::Time deadline, const std::function<absl::Status()>& aborted) {
+  SHARD_ASSIGN_OR_RETURN(std::vector<PeerPayload> fragments,
+                         Wait(want, size, deadline, aborted));
+  for (const PeerPayload& f : fragments) {
+    for (const grpc::Slice& s : f.slices()) {
+      if (s.size() > 0) consume(absl::MakeConstSpan(s.begin(), s.size()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<PeerPayload>> PeerInbox::Wait(
     const Want& want, size_t size, absl::Time deadline,
     const std::function<absl::Status()>& aborted) {

@@ -3,7 +3,8 @@
 //
 // Streams deliver frames (never blocking); Take waits for one whole
 // message, checks its fingerprint and size, and copies it out: the only
-// copy of a payload between the socket and its destination. A stream
+// copy of a payload between the socket and its destination (TakeChunks
+// lets the caller read it where it lies instead). A stream
 // that breaks marks its sender lost, so a Take waiting on that sender fails
 // at once with UNAVAILABLE instead of waiting out its timeout.
 //
@@ -69,6 +70,12 @@ class PeerInbox {
   absl::Status Take(const Want& want, absl::Span<uint8_t> out,
                     absl::Time deadline,
                     const std::function<absl::Status()>& aborted);
+  // As Take of a message of `size` bytes, handing the payload's slices to
+  // `consume` in order (PeerTransport::RecvChunks) instead of copying them.
+  absl::Status TakeChunks(const Want& want, size_t size,
+                          const PeerTransport::ChunkConsumer& consume,
+                          absl::Time deadline,
+                          const std::function<absl::Status()>& aborted);
 
   // Drops what is left of a job and ignores its late frames.
   void ForgetJob(const std::string& job_id);

@@ -25,7 +25,7 @@ std::shared_ptr<PeerLink> PeerLink::Open(grpc::GenericStub* stub,
     absl::MutexLock lock(&link->mu_);
     link->self_ = link;
     bool start;
-    link->EnqueueLocked(EncodeFrame(hello, {}), &start);
+    link->EnqueueLocked(EncodeFrame(hello, grpc::Slice()), &start);
   }
   // The stream lives as long as the worker: its messages are bounded one
   // by one (Send's deadline, the receiver's timeouts), not as a whole.
@@ -40,13 +40,13 @@ std::shared_ptr<PeerLink> PeerLink::Open(grpc::GenericStub* stub,
   return link;
 }
 
-absl::Status PeerLink::Send(const v1::PeerFrame& header,
-                            absl::Span<const uint8_t> payload,
+absl::Status PeerLink::Send(const v1::PeerFrame& header, grpc::Slice payload,
                             absl::Time deadline,
                             const std::function<absl::Status()>& aborted) {
-  // Copied into its slice before the lock; at most one fragment per sender
-  // is held outside the bounded queue.
-  grpc::ByteBuffer frame = EncodeFrame(header, payload);
+  // Encoded before the lock; at most one fragment per sender is held
+  // outside the bounded queue.
+  const size_t payload_bytes = payload.size();
+  grpc::ByteBuffer frame = EncodeFrame(header, std::move(payload));
   const size_t bytes = frame.Length();
   bool start = false;
   {
@@ -69,7 +69,7 @@ absl::Status PeerLink::Send(const v1::PeerFrame& header,
     if (!broken_.ok()) return broken_;
     EnqueueLocked(std::move(frame), &start);
   }
-  worker_metrics::PeerBytesSent(peer_address_, payload.size());
+  worker_metrics::PeerBytesSent(peer_address_, payload_bytes);
   if (start) StartWrite(&in_flight_);
   return absl::OkStatus();
 }
@@ -91,6 +91,9 @@ void PeerLink::OnWriteDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     queued_bytes_ -= in_flight_.Length();
+    // gRPC is done with the frame: drop it now, so lent memory is released
+    // without waiting for the next write.
+    in_flight_.Clear();
     if (!ok) {
       writing_ = false;
       release = BreakLocked(absl::UnavailableError(

@@ -1,9 +1,10 @@
 // The sending half of the peer transport: one long-lived stream from this
 // worker to one peer, over gRPC's callback API.
 //
-// Frames travel as raw byte buffers (worker/transport/grpc/peer_frame.h), so a payload is
-// copied once, into gRPC's slice, and never through protobuf. They queue up
-// and go out one write at a time (the next StartWrite is issued from
+// Frames travel as raw byte buffers (worker/transport/grpc/peer_frame.h), so a
+// payload is never copied through protobuf: it is either copied once into
+// a slice or lent to gRPC as it is (worker/transport/grpc/lent_slices.h). They
+// queue up and go out one write at a time (the next StartWrite is issued from
 // OnWriteDone). The queue is bounded in bytes, so a peer that
 // reads slowly slows its senders instead of growing their memory. A broken
 // stream fails every queued and future frame with UNAVAILABLE; the owner
@@ -46,12 +47,13 @@ class PeerLink final
                                         const std::string& my_address,
                                         uint64_t incarnation);
 
-  // Queues the frame `header` + `payload` (copied before Send returns),
-  // waiting while the queue is full, at most until `deadline` and while
-  // `aborted` returns OK. Errors: UNAVAILABLE if the stream broke,
-  // DEADLINE_EXCEEDED, or what `aborted` returned.
-  absl::Status Send(const v1::PeerFrame& header,
-                    absl::Span<const uint8_t> payload, absl::Time deadline,
+  // Queues the frame `header` + `payload`, waiting while the queue is full,
+  // at most until `deadline` and while `aborted` returns OK. The link holds
+  // `payload` (a copy, or memory lent through LentSlices) until its write
+  // completes or the stream breaks. Errors: UNAVAILABLE if the stream
+  // broke, DEADLINE_EXCEEDED, or what `aborted` returned.
+  absl::Status Send(const v1::PeerFrame& header, grpc::Slice payload,
+                    absl::Time deadline,
                     const std::function<absl::Status()>& aborted);
 
   bool broken() const;
