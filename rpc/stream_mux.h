@@ -150,9 +150,9 @@ class MuxInbox {
   }
 
   // The next message, waiting up to `deadline`. False at the end (then
-  // status() tells why) or when the deadline passed first (then the inbox
-  // ends with DEADLINE_EXCEEDED).
-  bool Pop(In* message, absl::Time deadline) {
+  // status() tells why) or when the deadline passed first (then, with
+  // `end_at_deadline`, the inbox ends with DEADLINE_EXCEEDED).
+  bool Pop(In* message, absl::Time deadline, bool end_at_deadline = true) {
     absl::MutexLock lock(&mu_);
     auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
       return ended_ || !queue_.empty();
@@ -163,7 +163,7 @@ class MuxInbox {
       queue_.pop_front();
       return true;
     }
-    if (!ended_) {
+    if (!ended_ && end_at_deadline) {
       ended_ = true;
       status_ = absl::DeadlineExceededError("call deadline passed");
     }

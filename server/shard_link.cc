@@ -72,10 +72,7 @@ bool ShardLink::failed() {
 
 uint64_t ShardLink::NewCall(MuxInbox<v1::ShardResponse>* inbox) {
   absl::MutexLock lock(&mu_);
-  if (failed_) {
-    inbox->End(status_);
-    return 0;
-  }
+  if (failed_ || retired_) return 0;
   const uint64_t call = next_call_++;
   calls_[call] = inbox;
   return call;
@@ -151,7 +148,9 @@ ShardLinks::~ShardLinks() {
     links_.clear();
   }
   for (auto& link : links) link->Cancel();
-  const absl::Time deadline = absl::Now() + absl::Seconds(5);
+  // Bounded; gRPC ends a cancelled stream at once. A link must not end
+  // after the ChannelCache its `ended` reports to.
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
   for (auto& link : links) link->WaitDone(deadline);
 }
 
@@ -236,30 +235,38 @@ LinkCall::~LinkCall() {
 bool LinkCall::Start() {
   if (started_) return start_status_.ok();
   started_ = true;
-  absl::StatusOr<std::shared_ptr<ShardLink>> link =
-      links_->Acquire(address_, deadline_, cancelled_);
-  absl::MutexLock lock(&mu_);
-  if (!link.ok()) {
-    start_status_ = link.status();
-    return false;
+  // A link handed out can be retired (or fail) before the call registers
+  // on it; the call then asks again.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    absl::StatusOr<std::shared_ptr<ShardLink>> link =
+        links_->Acquire(address_, deadline_, cancelled_);
+    absl::MutexLock lock(&mu_);
+    if (!link.ok()) {
+      start_status_ = link.status();
+      return false;
+    }
+    if (*link == nullptr) {
+      fallback_ = make_fallback_();
+      delegate_ = fallback_.get();
+      if (cancelled_.load()) fallback_->Cancel();
+      return true;
+    }
+    if (cancelled_.load()) {
+      start_status_ = absl::CancelledError("the call was cancelled");
+      return false;
+    }
+    const uint64_t call = (*link)->NewCall(&inbox_);
+    if (call != 0) {
+      link_ = *std::move(link);
+      call_ = call;
+      return true;
+    }
+    start_status_ =
+        (*link)->failed()
+            ? (*link)->status()
+            : absl::UnavailableError("the job link to the worker was replaced");
   }
-  if (*link == nullptr) {
-    fallback_ = make_fallback_();
-    delegate_ = fallback_.get();
-    if (cancelled_.load()) fallback_->Cancel();
-    return true;
-  }
-  if (cancelled_.load()) {
-    start_status_ = absl::CancelledError("the call was cancelled");
-    return false;
-  }
-  link_ = *std::move(link);
-  call_ = link_->NewCall(&inbox_);
-  if (call_ == 0) {
-    start_status_ = inbox_.status();
-    return false;
-  }
-  return true;
+  return false;
 }
 
 bool LinkCall::Send(const v1::ShardRequest* request, bool writes_done) {
@@ -282,7 +289,16 @@ bool LinkCall::Send(const v1::ShardRequest* request, bool writes_done) {
           Traceparent{log.trace_id, log.span_id}.ToString());
     }
   }
-  return link->Send(std::move(message), deadline_, /*urgent=*/false);
+  if (link->Send(std::move(message), deadline_, /*urgent=*/false)) {
+    return true;
+  }
+  // The call cannot go on; say why, as a RunShard stream would.
+  inbox_.End(absl::Now() >= deadline_
+                 ? absl::DeadlineExceededError("call deadline passed")
+             : link->failed()
+                 ? link->status()
+                 : absl::UnavailableError("the job link to the worker broke"));
+  return false;
 }
 
 bool LinkCall::Write(const v1::ShardRequest& request) {

@@ -13,6 +13,8 @@ namespace {
 constexpr size_t kMaxQueuedBytes = size_t{4} << 20;
 // The longest deadline a call may ask for.
 constexpr absl::Duration kMaxCallTime = absl::Hours(24);
+// How often a call waiting for the coordinator checks for a drain.
+constexpr absl::Duration kGatePoll = absl::Milliseconds(100);
 
 }  // namespace
 
@@ -34,7 +36,20 @@ class ShardLinkReactor::Call final : public ShardStream {
   }
 
   bool Read(v1::ShardRequest* request) override {
-    return inbox_.Pop(request, deadline_);
+    // Wakes now and then to notice a drain: the gate cannot cancel a call
+    // on a link the way it cancels a RunShard call.
+    for (;;) {
+      const absl::Time until = std::min(deadline_, absl::Now() + kGatePoll);
+      if (inbox_.Pop(request, until, /*end_at_deadline=*/until >= deadline_)) {
+        return true;
+      }
+      if (inbox_.ended()) return false;
+      if (cancelled()) {
+        inbox_.End(absl::CancelledError("the worker is shutting down"),
+                   /*drop=*/true);
+        return false;
+      }
+    }
   }
   bool Write(const v1::ShardResponse& response) override {
     v1::ShardLinkResponse message;
@@ -87,12 +102,14 @@ ShardLinkReactor::ShardLinkReactor(DeviceThreads* threads, DrainGate* gate,
 
 void ShardLinkReactor::OnReadDone(bool ok) {
   if (!ok) {  // the coordinator closed or cancelled the link
+    bool finish;
     {
       absl::MutexLock lock(&mu_);
       reading_done_ = true;
       for (auto& [id, call] : calls_) call->Cancel();
+      finish = ClaimFinishLocked();
     }
-    MaybeFinish();
+    if (finish) FinishStream();
     return;
   }
   {
@@ -120,9 +137,16 @@ void ShardLinkReactor::OnReadDone(bool ok) {
 }
 
 void ShardLinkReactor::StartCall(uint64_t id, v1::ShardLinkRequest& first) {
+  if (first.timeout_ms() <= 0) {
+    Call refused(this, id, absl::InfinitePast(), "");
+    outbox_.Send(refused.End(absl::InvalidArgumentError(
+                     "ShardLinkRequest.timeout_ms must be positive on a "
+                     "call's first message")),
+                 0, absl::InfinitePast(), /*urgent=*/true);
+    return;
+  }
   const absl::Duration timeout =
-      std::min(absl::Milliseconds(std::max<int64_t>(first.timeout_ms(), 1)),
-               kMaxCallTime);
+      std::min(absl::Milliseconds(first.timeout_ms()), kMaxCallTime);
   auto call = std::make_shared<Call>(this, id, absl::Now() + timeout,
                                      first.traceparent());
   call->inbox().Push(std::move(*first.mutable_request()));
@@ -141,19 +165,23 @@ void ShardLinkReactor::RunOne(const std::shared_ptr<Call>& call) {
   // Never held back: the end must reach the coordinator even when the
   // call's own responses filled the queue.
   outbox_.Send(call->End(status), 0, absl::InfinitePast(), /*urgent=*/true);
+  bool finish;
   {
     absl::MutexLock lock(&mu_);
     calls_.erase(call->id());
+    finish = ClaimFinishLocked();
   }
-  MaybeFinish();
+  // Unless this thread claimed the finish, the reactor may be gone now.
+  if (finish) FinishStream();
 }
 
-void ShardLinkReactor::MaybeFinish() {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!reading_done_ || !calls_.empty() || finishing_) return;
-    finishing_ = true;
-  }
+bool ShardLinkReactor::ClaimFinishLocked() {
+  if (!reading_done_ || !calls_.empty() || finishing_) return false;
+  finishing_ = true;
+  return true;
+}
+
+void ShardLinkReactor::FinishStream() {
   // After the last write: Finish may not overtake a write in flight.
   outbox_.Close([this] { Finish(grpc::Status::OK); }, /*keep_queued=*/true);
 }

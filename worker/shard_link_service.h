@@ -56,8 +56,11 @@ class ShardLinkReactor final
   void StartCall(uint64_t id, v1::ShardLinkRequest& first)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunOne(const std::shared_ptr<Call>& call);
-  // Finishes the stream once reading is over and no call is left.
-  void MaybeFinish() ABSL_LOCKS_EXCLUDED(mu_);
+  // True, once, when reading is over and no call is left: the caller then
+  // finishes the stream (FinishStream), and is the last to touch the
+  // reactor; no other thread may after it has released mu_.
+  bool ClaimFinishLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishStream() ABSL_LOCKS_EXCLUDED(mu_);
 
   DeviceThreads* const threads_;
   DrainGate* const gate_;

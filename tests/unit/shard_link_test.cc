@@ -222,7 +222,9 @@ TEST(ShardLinkTest, CancelEndsTheCallHereAndReachesTheWorker) {
   EXPECT_EQ(Eventually(worker.saw_cancel), 1);
 }
 
-TEST(ShardLinkTest, ACallEndsAtItsDeadlineAndTheWorkerIsTold) {
+// Both sides end the call at its deadline (the worker learns it from the
+// call's first message).
+TEST(ShardLinkTest, ACallEndsAtItsDeadlineOnBothSides) {
   LinkWorker worker;
   ChannelCache channels;
   GrpcWorkerConnector connector(&channels);

@@ -15,10 +15,10 @@ namespace {
 constexpr size_t kFragmentBytes = 1 << 20;
 // Replaced processes remembered per peer address.
 constexpr size_t kReplacedKept = 8;
-// How long Settle(abandon) lets lent buffers drain before it drops their
-// links, and how long gRPC may take to let go of them after that (a frozen
-// peer's connection is closed by keepalive within rpc/channel.cc's ping
-// interval and timeout).
+// The least Settle(abandon) lets lent buffers drain (it waits the
+// collective timeout if longer) before it drops their links, and how long gRPC
+// may take to let go of them after that (a frozen peer's connection is closed
+// by keepalive within rpc/channel.cc's ping interval and timeout).
 constexpr absl::Duration kAbandonGrace = absl::Seconds(2);
 constexpr absl::Duration kForcedRelease = absl::Seconds(90);
 
@@ -132,11 +132,15 @@ absl::Status GrpcPeerTransport::Settle(bool abandon) {
     return absl::OkStatus();
   }
   // A live peer reads everything it is sent, even for a job it gave up on,
-  // so lent buffers come back quickly unless the peer is stuck or gone.
+  // so lent buffers come back once the link has carried what was queued
+  // before them (other jobs' bytes too) unless the peer is stuck or gone.
+  // Dropping the link would fail every job that shares it, so an abandon
+  // waits as long as a collective may wait for a peer before it does.
   const absl::Time deadline =
-      abandon ? absl::Now() + kAbandonGrace
-              : std::min(options_.deadline,
-                         absl::Now() + options_.collective_timeout);
+      abandon
+          ? absl::Now() + std::max(kAbandonGrace, options_.collective_timeout)
+          : std::min(options_.deadline,
+                     absl::Now() + options_.collective_timeout);
   absl::Status s =
       lent_.AwaitReleased(deadline, abandon ? never : options_.aborted);
   std::set<std::string> lent_to;
