@@ -103,12 +103,6 @@ class MuxOutbox {
     drained();
   }
 
-  // True while nothing is queued or being written.
-  bool idle() {
-    absl::MutexLock lock(&mu_);
-    return !writing_;
-  }
-
  private:
   void DropQueuedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     // The front message may be in the stream's hands; keep it until its
@@ -165,7 +159,8 @@ class MuxInbox {
     }
     if (!ended_ && end_at_deadline) {
       ended_ = true;
-      status_ = absl::DeadlineExceededError("call deadline passed");
+      status_ = absl::DeadlineExceededError(
+          "the call's deadline passed before its answer came");
     }
     return false;
   }

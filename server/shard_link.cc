@@ -294,7 +294,9 @@ bool LinkCall::Send(const v1::ShardRequest* request, bool writes_done) {
   }
   // The call cannot go on; say why, as a RunShard stream would.
   inbox_.End(absl::Now() >= deadline_
-                 ? absl::DeadlineExceededError("call deadline passed")
+                 ? absl::DeadlineExceededError(
+                       "the call's deadline passed while its messages waited "
+                       "for room on the job link")
              : link->failed()
                  ? link->status()
                  : absl::UnavailableError("the job link to the worker broke"));

@@ -15,19 +15,14 @@
 
 #include "absl/time/clock.h"
 #include "shardmap/v1/worker.grpc.pb.h"
+#include "tests/unit/local_server.h"
 
 namespace shardmap {
 
 class FakeWorkerServer {
  public:
   explicit FakeWorkerServer(grpc::Status answer) : service_(answer) {
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    address_ = "127.0.0.1:" + std::to_string(port);
+    server_ = StartLocalServer(&service_, &address_);
   }
   ~FakeWorkerServer() { Stop(); }
 

@@ -32,13 +32,7 @@ namespace {
 class LinkWorker {
  public:
   LinkWorker() : service_(this) {
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port);
-    builder.RegisterService(&service_);
-    server_ = builder.BuildAndStart();
-    address_ = absl::StrCat("127.0.0.1:", port);
+    server_ = StartLocalServer(&service_, &address_);
   }
   ~LinkWorker() { Stop(); }
   void Stop() {
@@ -250,6 +244,36 @@ TEST(ShardLinkTest, TheCallersTraceReachesTheWorker) {
   absl::MutexLock lock(&worker.mu);
   ASSERT_EQ(worker.traces.size(), 1u);
   EXPECT_EQ(worker.traces[0], trace.ToString());
+}
+
+TEST(ShardLinkTest, ACallWithoutATimeoutIsRefused) {
+  LinkWorker worker;
+  auto channel =
+      grpc::CreateChannel(worker.address(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Worker::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+  auto stream = stub->RunShards(&context);
+  v1::ShardLinkRequest first;
+  first.set_call(5);
+  *first.mutable_request() = Job("echo");  // no timeout_ms
+  ASSERT_TRUE(stream->Write(first));
+  v1::ShardLinkResponse response;
+  ASSERT_TRUE(stream->Read(&response));  // call 0: the worker serves links
+  EXPECT_EQ(response.call(), 0u);
+  ASSERT_TRUE(stream->Read(&response));
+  EXPECT_EQ(response.call(), 5u);
+  EXPECT_TRUE(response.end());
+  EXPECT_EQ(response.code(),
+            static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_NE(response.message().find("timeout_ms"), std::string::npos)
+      << response.message();
+  {
+    absl::MutexLock lock(&worker.mu);
+    EXPECT_TRUE(worker.traces.empty());  // the call never ran
+  }
+  context.TryCancel();
 }
 
 TEST(ShardLinkTest, AWorkerWithoutLinksGetsRunShardCalls) {

@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "rpc/channel_cache.h"
+#include "tests/unit/local_server.h"
 #include "worker/shm_network.h"
 #include "worker/transport/shm/cross_memory.h"
 #include "worker/transport/shm/shm_receiver.h"
@@ -76,13 +77,7 @@ struct Pair {
     receiver_options.ring_bytes = 64 << 10;
     b = std::make_unique<ShmNetwork>(receiver_options, &channels);
     service = std::make_unique<ShmPeerService>(b.get());
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
-                             &port);
-    builder.RegisterService(service.get());
-    server = builder.BuildAndStart();
-    b_address = "127.0.0.1:" + std::to_string(port);
+    server = StartLocalServer(service.get(), &b_address);
     ShmNetwork::Options a_options;
     a_options.my_address = "a:1";
     a_options.ring_bytes = 64 << 10;
