@@ -67,7 +67,7 @@ std::shared_ptr<ShmSender> ShmNetwork::SenderTo(const std::string& address,
     }
     if (!o.asking) o.asking = std::make_shared<absl::Mutex>();
     asking = o.asking;
-    return o.sender != nullptr || o.use_grpc;
+    return o.sender != nullptr || o.use_grpc || absl::Now() < o.retry_after;
   };
   {
     absl::MutexLock lock(&mu_);
@@ -86,6 +86,8 @@ std::shared_ptr<ShmSender> ShmNetwork::SenderTo(const std::string& address,
   o.sender = sender;
   o.use_grpc = keep && sender == nullptr;
   o.incarnation = answered;
+  o.retry_after =
+      keep ? absl::InfinitePast() : absl::Now() + options_.attach_retry_after;
   return sender;
 }
 

@@ -6,7 +6,11 @@
 // The answer is kept: a channel while the peer keeps it mapped, or "use
 // gRPC" for a peer on another host, one with --no-shm, one that could not
 // map the ring, or one that does not serve ShmPeer. A failed call (the
-// peer is unreachable) is not kept, so the next send asks again. A
+// peer is unreachable, or stopped and silent until the call's deadline)
+// holds for Options::attach_retry_after: until then sends to that address
+// go over gRPC at once, so a job whose peer hangs is not held up by one
+// Attach call per message, and notices its own cancellation; later sends
+// ask again. A
 // channel whose peer process is gone is dropped, and the next send asks
 // the address again (a restarted worker gets a new channel).
 //
@@ -69,6 +73,8 @@ class ShmNetwork {
     // Reads peers' memory for single-copy transfers; null: the process's
     // ProcessVmReader. Not owned.
     CrossMemory* memory = nullptr;
+    // How long an Attach call that failed keeps the address on gRPC.
+    absl::Duration attach_retry_after = absl::Seconds(5);
   };
   // `channels` (for ShmPeer.Attach calls): not owned; outlives the
   // network.
@@ -109,7 +115,8 @@ class ShmNetwork {
     std::shared_ptr<ShmSender> sender;
     bool use_grpc = false;
     uint64_t incarnation = 0;  // of the peer that answered; 0: unknown
-    std::shared_ptr<absl::Mutex> asking;  // one Attach call at a time
+    absl::Time retry_after = absl::InfinitePast();  // after a failed Attach
+    std::shared_ptr<absl::Mutex> asking;            // one Attach call at a time
   };
   // Asks the peer to map a new ring. *keep: whether the answer holds for
   // later messages too.

@@ -388,7 +388,9 @@ class WorkerLossTest(unittest.TestCase):
         self.assertEqual(job.returncode, 69, err)
         self.assertIn("error: UNAVAILABLE:", err)
         self.assertIn(self.victim.address, err)
-        self.assertLess(seconds, 30)
+        # Within seconds (about 2 here), not at the job's 120 s deadline;
+        # the margin is for loaded machines.
+        self.assertLess(seconds, 60)
 
     def run_until_placed(self, mesh):
         x = rand((12, 2), np.float32)

@@ -241,5 +241,47 @@ TEST(GrpcPeerTransportLossTest, BuffersLentToALostPeerComeBack) {
   Stop(*a);
 }
 
+// A peer that takes the stream and never reads from it, as a stopped
+// process does (its kernel buffers and the HTTP/2 window fill up).
+class DeafReactor final : public grpc::ServerGenericBidiReactor {
+ public:
+  void OnCancel() override { Finish(grpc::Status::CANCELLED); }
+  void OnDone() override { delete this; }
+};
+class DeafPeer final : public grpc::CallbackGenericService {
+ public:
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext*) override {
+    return new DeafReactor;
+  }
+};
+
+TEST(GrpcPeerTransportLossTest, AnAbandonDoesNotWaitOnAPeerThatDoesNotRead) {
+  std::unique_ptr<Worker> a = StartWorker(1);
+  DeafPeer deaf;
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterCallbackGenericService(&deaf);
+  std::unique_ptr<grpc::Server> server = b.BuildAndStart();
+  ASSERT_NE(port, 0);
+  // A collective may wait an hour for a peer; a link that carries nothing
+  // (4 MiB: all of it fits the link's queue, none the peer's window)
+  // must not hold the abandoning job (and the worker's next ones) that long.
+  GrpcPeerTransport::Options o =
+      JobOn("deaf", 0, {a->address, absl::StrCat("127.0.0.1:", port)});
+  o.collective_timeout = absl::Hours(1);
+  o.deadline = absl::Now() + absl::Hours(2);
+  GrpcPeerTransport t0(a->network.get(), o);
+  auto data = std::make_unique<std::vector<uint8_t>>(RandomBytes(4 << 20, 5));
+  ASSERT_TRUE(t0.Lend(1, PeerMessage{0, 0, &kPrint}, *data).ok());
+  EXPECT_TRUE(t0.Settle(/*abandon=*/true).ok());
+  EXPECT_EQ(t0.lent(), 0);
+  data.reset();  // gRPC never reads it again
+  server->Shutdown(std::chrono::system_clock::now());
+  server->Wait();
+  Stop(*a);
+}
+
 }  // namespace
 }  // namespace shardmap

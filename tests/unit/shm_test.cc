@@ -394,10 +394,47 @@ TEST(ShmNetworkTest, OtherHostsAndNoShmStayOnGrpc) {
     EXPECT_EQ(p.a->SenderTo(p.b_address, In(absl::Seconds(5))), nullptr);
     EXPECT_EQ(p.b->ReceiverFrom("a:1"), nullptr);
   }
-  // A peer that does not answer is asked again next time, not written off.
+}
+
+// A ShmPeer whose Attach always fails, as an unreachable or stopped peer's
+// does; it counts the calls.
+class FailingShmPeer final : public v1::ShmPeer::Service {
+ public:
+  grpc::Status Attach(grpc::ServerContext*, const v1::ShmAttachRequest*,
+                      v1::ShmAttachResponse*) override {
+    calls.fetch_add(1);
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not now");
+  }
+  std::atomic<int> calls{0};
+};
+
+TEST(ShmNetworkTest, AFailedAttachKeepsThePeerOnGrpcForAWhile) {
+  FailingShmPeer peer;
+  std::string address;
+  std::unique_ptr<grpc::Server> server = StartLocalServer(&peer, &address);
   ChannelCache channels;
-  ShmNetwork a(ShmNetwork::Options{}, &channels);
-  EXPECT_EQ(a.SenderTo("127.0.0.1:1", In(absl::Seconds(2))), nullptr);
+  {
+    // Within the back-off, every send goes over gRPC without a call (a
+    // job whose peer hangs must not wait for one Attach per message).
+    ShmNetwork::Options options;
+    options.attach_retry_after = absl::InfiniteDuration();
+    ShmNetwork a(options, &channels);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(a.SenderTo(address, In(absl::Seconds(5))), nullptr);
+    }
+    EXPECT_EQ(peer.calls.load(), 1);
+  }
+  {
+    // After it, the peer is asked again, not written off.
+    ShmNetwork::Options options;
+    options.attach_retry_after = absl::ZeroDuration();
+    ShmNetwork a(options, &channels);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(a.SenderTo(address, In(absl::Seconds(5))), nullptr);
+    }
+    EXPECT_EQ(peer.calls.load(), 4);
+  }
+  server->Shutdown();
 }
 
 }  // namespace

@@ -15,10 +15,11 @@ namespace {
 constexpr size_t kFragmentBytes = 1 << 20;
 // Replaced processes remembered per peer address.
 constexpr size_t kReplacedKept = 8;
-// The least Settle(abandon) lets lent buffers drain (it waits the
-// collective timeout if longer) before it drops their links, and how long gRPC
-// may take to let go of them after that (a frozen peer's connection is closed
-// by keepalive within rpc/channel.cc's ping interval and timeout).
+// How long Settle(abandon) lets lent buffers drain while their links make
+// no progress before it drops them (it waits at most the collective
+// timeout while they do), and how long gRPC may take to let go of them
+// after that (a frozen peer's connection is closed by keepalive within
+// rpc/channel.cc's ping interval and timeout).
 constexpr absl::Duration kAbandonGrace = absl::Seconds(2);
 constexpr absl::Duration kForcedRelease = absl::Seconds(90);
 
@@ -131,37 +132,67 @@ absl::Status GrpcPeerTransport::Settle(bool abandon) {
     lent_to_.clear();
     return absl::OkStatus();
   }
-  // A live peer reads everything it is sent, even for a job it gave up on,
-  // so lent buffers come back once the link has carried what was queued
-  // before them (other jobs' bytes too) unless the peer is stuck or gone.
-  // Dropping the link would fail every job that shares it, so an abandon
-  // waits as long as a collective may wait for a peer before it does.
-  const absl::Time deadline =
-      abandon
-          ? absl::Now() + std::max(kAbandonGrace, options_.collective_timeout)
-          : std::min(options_.deadline,
-                     absl::Now() + options_.collective_timeout);
-  absl::Status s =
-      lent_.AwaitReleased(deadline, abandon ? never : options_.aborted);
-  std::set<std::string> lent_to;
+  std::map<std::string, std::shared_ptr<PeerLink>> lent_to;
   {
     absl::MutexLock lock(&mu_);
     lent_to.swap(lent_to_);
   }
+  const absl::Status s =
+      abandon ? AwaitReleasedWhileRead(lent_to)
+              : lent_.AwaitReleased(
+                    std::min(options_.deadline,
+                             absl::Now() + options_.collective_timeout),
+                    options_.aborted);
   if (s.ok()) return s;
   // The caller is about to reuse or free the buffers: take them back from
   // gRPC by tearing down the links they were queued on.
-  for (const std::string& address : lent_to) network_->Drop(address);
+  std::vector<std::string> addresses;
+  for (const auto& [address, link] : lent_to) {
+    network_->Drop(address);
+    addresses.push_back(address);
+  }
+  // A link holds its call, and the call the buffers: let go of them.
+  lent_to.clear();
   if (!lent_.AwaitReleased(absl::Now() + kForcedRelease, never).ok()) {
     // Returning would let the caller free memory gRPC still reads.
     spdlog::critical(
         "gRPC still holds {} buffers lent to it {} after their links to {} "
         "were closed; stopping rather than let it read freed memory",
         lent_.outstanding(), absl::FormatDuration(kForcedRelease),
-        absl::StrJoin(lent_to, ", "));
+        absl::StrJoin(addresses, ", "));
     std::abort();
   }
   return abandon ? absl::OkStatus() : s;
+}
+
+absl::Status GrpcPeerTransport::AwaitReleasedWhileRead(
+    const std::map<std::string, std::shared_ptr<PeerLink>>& lent_to) {
+  // A live peer reads everything it is sent, even for a job it gave up on,
+  // so lent buffers come back once the links have carried what was queued
+  // before them (other jobs' bytes too). Dropping a link fails every job
+  // that shares it, so a link is waited for while it makes progress (up to
+  // the collective timeout); one that completes no write for kAbandonGrace
+  // is not being read (the peer is stopped or gone), and waiting on would
+  // hold this worker's later jobs up.
+  const auto never = [] { return absl::OkStatus(); };
+  const absl::Time give_up =
+      absl::Now() + std::max(kAbandonGrace, options_.collective_timeout);
+  std::map<std::string, uint64_t> seen;
+  for (const auto& [address, link] : lent_to) {
+    seen[address] = link->writes_done();
+  }
+  for (;;) {
+    absl::Status s = lent_.AwaitReleased(
+        std::min(give_up, absl::Now() + kAbandonGrace), never);
+    if (s.ok() || absl::Now() >= give_up) return s;
+    bool moved = false;
+    for (const auto& [address, link] : lent_to) {
+      const uint64_t done = link->writes_done();
+      moved = moved || (done != seen[address] && !link->broken());
+      seen[address] = done;
+    }
+    if (!moved) return s;
+  }
 }
 
 absl::Status GrpcPeerTransport::Post(int64_t to, const PeerMessage& message,
@@ -185,7 +216,7 @@ absl::Status GrpcPeerTransport::Post(int64_t to, const PeerMessage& message,
     link = *std::move(l);
     if (lend) {
       absl::MutexLock lock(&mu_);
-      lent_to_.insert(address);
+      lent_to_[address] = link;
     }
   }
   size_t offset = 0;

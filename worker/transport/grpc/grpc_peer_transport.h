@@ -115,11 +115,12 @@ class GrpcPeerTransport final : public PeerTransport {
   // Waits until gRPC released every buffer lent since the last Settle:
   // their bytes are in the kernel (or their stream failed). If that does
   // not happen in time (the per-collective timeout, the job's deadline, an
-  // abort; with `abandon` a short grace), the links the buffers went to
-  // are torn down (PeerNetwork::Drop), which makes gRPC drop them, and
-  // Settle waits for that: after it returns gRPC never reads them again.
-  // (Should gRPC still hold them 90 s after their connections closed, the
-  // process stops with a critical log rather than let it read freed
+  // abort; with `abandon`, as long as the links keep writing, up to the
+  // collective timeout, but no more than 2 s once they stall), the links the
+  // buffers went to are torn down (PeerNetwork::Drop), which makes gRPC drop
+  // them, and Settle waits for that: after it returns gRPC never reads them
+  // again. (Should gRPC still hold them 90 s after their connections closed,
+  // the process stops with a critical log rather than let it read freed
   // memory.)
   // Errors: DEADLINE_EXCEEDED or the abort status (the links were dropped);
   // with `abandon` always OK.
@@ -139,13 +140,17 @@ class GrpcPeerTransport final : public PeerTransport {
   absl::Status Post(int64_t to, const PeerMessage& message,
                     absl::Span<const uint8_t> data, bool lend);
   PeerInbox::Want WantOf(int64_t from, const PeerMessage& message) const;
+  // Settle(abandon)'s wait; OK once every lent buffer is back.
+  absl::Status AwaitReleasedWhileRead(
+      const std::map<std::string, std::shared_ptr<PeerLink>>& lent_to);
 
   PeerNetwork* const network_;  // Not owned.
   const Options options_;
   LentSlices lent_;
   absl::Mutex mu_;
-  // Where buffers were lent since the last Settle.
-  std::set<std::string> lent_to_ ABSL_GUARDED_BY(mu_);
+  // Where buffers were lent since the last Settle, and on which links.
+  std::map<std::string, std::shared_ptr<PeerLink>> lent_to_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardmap

@@ -91,6 +91,7 @@ void PeerLink::OnWriteDone(bool ok) {
   {
     absl::MutexLock lock(&mu_);
     queued_bytes_ -= in_flight_.Length();
+    if (ok) ++writes_done_;
     // gRPC is done with the frame: drop it now, so lent memory is released
     // without waiting for the next write.
     in_flight_.Clear();
@@ -145,6 +146,11 @@ void PeerLink::OnDone(const grpc::Status& status) {
 bool PeerLink::broken() const {
   absl::MutexLock lock(&mu_);
   return !broken_.ok();
+}
+
+uint64_t PeerLink::writes_done() const {
+  absl::MutexLock lock(&mu_);
+  return writes_done_;
 }
 
 void PeerLink::Shutdown() {

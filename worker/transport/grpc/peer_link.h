@@ -57,6 +57,9 @@ class PeerLink final
                     const std::function<absl::Status()>& aborted);
 
   bool broken() const;
+  // Frames gRPC has finished writing so far: a link whose count stands
+  // still while frames wait is not being read.
+  uint64_t writes_done() const;
   // Ends the stream; queued frames fail with UNAVAILABLE.
   void Shutdown();
 
@@ -80,6 +83,7 @@ class PeerLink final
   mutable absl::Mutex mu_;
   std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);
   size_t queued_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t writes_done_ ABSL_GUARDED_BY(mu_) = 0;
   grpc::ByteBuffer in_flight_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool hold_released_ ABSL_GUARDED_BY(mu_) = false;
