@@ -10,11 +10,13 @@
 #include "ops/server_ops.h"
 #include "ops/serving.h"
 #include "ops/signals.h"
+#include "rpc/callback_pool.h"
 #include "rpc/credentials.h"
 #include "server/coordinator.h"
 
 int main(int argc, char** argv) {
   shardmap::TuneProcess();
+  shardmap::KeepCallbackPool();  // rpc/callback_pool.h: safe shutdowns
   using namespace shardmap;
   CLI::App app{"shardmap-coordinator: splits jobs across registered workers"};
   std::string listen = "127.0.0.1:7070";

@@ -9,6 +9,7 @@
 #include "ops/server_ops.h"
 #include "ops/serving.h"
 #include "ops/signals.h"
+#include "rpc/callback_pool.h"
 #include "rpc/credentials.h"
 #include "worker/plugin_loader.h"
 #include "worker/rank.h"
@@ -16,6 +17,7 @@
 
 int main(int argc, char** argv) {
   shardmap::TuneProcess();
+  shardmap::KeepCallbackPool();  // rpc/callback_pool.h: safe shutdowns
   using namespace shardmap;
   CLI::App app{"shardmap-worker: runs one mesh device's share of every job"};
   std::string coordinator;

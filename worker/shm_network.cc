@@ -80,7 +80,9 @@ std::shared_ptr<ShmSender> ShmNetwork::SenderTo(const std::string& address,
   }
   bool keep = false;
   uint64_t answered = 0;
-  std::shared_ptr<ShmSender> sender = Ask(address, deadline, &keep, &answered);
+  bool back_off = false;
+  std::shared_ptr<ShmSender> sender =
+      Ask(address, deadline, &keep, &answered, &back_off);
   absl::MutexLock lock(&mu_);
   Outgoing& o = out_[address];
   o.sender = sender;
@@ -93,7 +95,9 @@ std::shared_ptr<ShmSender> ShmNetwork::SenderTo(const std::string& address,
 
 std::shared_ptr<ShmSender> ShmNetwork::Ask(const std::string& address,
                                            absl::Time deadline, bool* keep,
-                                           uint64_t* incarnation) {
+                                           uint64_t* incarnation,
+                                           bool* back_off) {
+  *back_off = false;
   v1::ShmAttachRequest request;
   size_t ring_bytes;
   bool enabled;
@@ -129,6 +133,8 @@ std::shared_ptr<ShmSender> ShmNetwork::Ask(const std::string& address,
     }
   }
   grpc::ClientContext context;
+  // Only a call that had its whole time speaks for the peer.
+  const bool whole_time = deadline >= absl::Now() + kAttachTimeout;
   context.set_deadline(
       absl::ToChronoTime(std::min(deadline, absl::Now() + kAttachTimeout)));
   v1::ShmAttachResponse response;
@@ -139,8 +145,12 @@ std::shared_ptr<ShmSender> ShmNetwork::Ask(const std::string& address,
   if (ring != nullptr) ring->Unlink();  // mapped by now, or never will be
   if (!status.ok()) {
     // An older worker without ShmPeer stays on gRPC; anything else (the
-    // peer unreachable) is asked again next time.
+    // peer unreachable or silent) is asked again after a while, or at once
+    // if the caller's own deadline cut the call short.
     *keep = status.error_code() == grpc::StatusCode::UNIMPLEMENTED;
+    *back_off = !*keep &&
+                (whole_time ||
+                 status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED);
     spdlog::debug("shm: Attach to {} failed: {}", address,
                   status.error_message());
     return nullptr;

@@ -9,8 +9,8 @@
 // peer is unreachable, or stopped and silent until the call's deadline)
 // holds for Options::attach_retry_after: until then sends to that address
 // go over gRPC at once, so a job whose peer hangs is not held up by one
-// Attach call per message, and notices its own cancellation; later sends
-// ask again. A
+// Attach call per message; later sends ask again. (A call cut short by
+// the caller's own deadline says nothing of the peer: no back-off.) A
 // channel whose peer process is gone is dropped, and the next send asks
 // the address again (a restarted worker gets a new channel).
 //
@@ -119,11 +119,11 @@ class ShmNetwork {
     std::shared_ptr<absl::Mutex> asking;            // one Attach call at a time
   };
   // Asks the peer to map a new ring. *keep: whether the answer holds for
-  // later messages too.
-  // *incarnation: the answering peer's.
+  // later messages too. *incarnation: the answering peer's. *back_off:
+  // the call failed in a way that says the peer cannot answer now.
   std::shared_ptr<ShmSender> Ask(const std::string& address,
                                  absl::Time deadline, bool* keep,
-                                 uint64_t* incarnation);
+                                 uint64_t* incarnation, bool* back_off);
 
   // The sender's pid if single-copy reads from it work, else 0.
   pid_t SingleCopyFrom(const v1::ShmAttachRequest& request);

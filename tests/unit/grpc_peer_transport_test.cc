@@ -262,6 +262,7 @@ TEST(GrpcPeerTransportLossTest, AnAbandonDoesNotWaitOnAPeerThatDoesNotRead) {
   grpc::ServerBuilder b;
   int port = 0;
   b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  ConfigureServerBuilder(b);  // a worker's window: BDP probing off
   b.RegisterCallbackGenericService(&deaf);
   std::unique_ptr<grpc::Server> server = b.BuildAndStart();
   ASSERT_NE(port, 0);
@@ -275,6 +276,7 @@ TEST(GrpcPeerTransportLossTest, AnAbandonDoesNotWaitOnAPeerThatDoesNotRead) {
   GrpcPeerTransport t0(a->network.get(), o);
   auto data = std::make_unique<std::vector<uint8_t>>(RandomBytes(4 << 20, 5));
   ASSERT_TRUE(t0.Lend(1, PeerMessage{0, 0, &kPrint}, *data).ok());
+  ASSERT_GT(t0.lent(), 0);  // the peer's window cannot take 4 MiB
   EXPECT_TRUE(t0.Settle(/*abandon=*/true).ok());
   EXPECT_EQ(t0.lent(), 0);
   data.reset();  // gRPC never reads it again

@@ -103,11 +103,12 @@ uint64_t GrpcPeerTransport::incarnation(int64_t d) const {
              : 0;
 }
 
-void PeerNetwork::Drop(const std::string& address) {
+void PeerNetwork::Drop(const std::string& address, const PeerLink* only) {
   absl::MutexLock lock(&mu_);
   auto it = peers_.find(address);
   if (it == peers_.end()) return;
   Peer& peer = it->second;
+  if (only != nullptr && peer.link.get() != only) return;
   if (peer.link) peer.link->Shutdown();
   channels_->Evict(address);
   peer.link.reset();
@@ -127,16 +128,12 @@ absl::Status GrpcPeerTransport::Lend(int64_t to, const PeerMessage& message,
 
 absl::Status GrpcPeerTransport::Settle(bool abandon) {
   const auto never = [] { return absl::OkStatus(); };
-  if (lent_.outstanding() == 0) {
-    absl::MutexLock lock(&mu_);
-    lent_to_.clear();
-    return absl::OkStatus();
-  }
-  std::map<std::string, std::shared_ptr<PeerLink>> lent_to;
+  LentLinks lent_to;
   {
     absl::MutexLock lock(&mu_);
     lent_to.swap(lent_to_);
   }
+  if (lent_.outstanding() == 0) return absl::OkStatus();
   const absl::Status s =
       abandon ? AwaitReleasedWhileRead(lent_to)
               : lent_.AwaitReleased(
@@ -147,12 +144,10 @@ absl::Status GrpcPeerTransport::Settle(bool abandon) {
   // The caller is about to reuse or free the buffers: take them back from
   // gRPC by tearing down the links they were queued on.
   std::vector<std::string> addresses;
-  for (const auto& [address, link] : lent_to) {
-    network_->Drop(address);
+  for (const auto& [address, weak] : lent_to) {
+    DropLink(address, weak);
     addresses.push_back(address);
   }
-  // A link holds its call, and the call the buffers: let go of them.
-  lent_to.clear();
   if (!lent_.AwaitReleased(absl::Now() + kForcedRelease, never).ok()) {
     // Returning would let the caller free memory gRPC still reads.
     spdlog::critical(
@@ -165,33 +160,59 @@ absl::Status GrpcPeerTransport::Settle(bool abandon) {
   return abandon ? absl::OkStatus() : s;
 }
 
+void GrpcPeerTransport::DropLink(const std::string& address,
+                                 const std::weak_ptr<PeerLink>& weak) {
+  std::shared_ptr<PeerLink> link = weak.lock();
+  if (link == nullptr) return;  // its call is over, the buffers back
+  // The address's connection too, if the link is still its current one (a
+  // newer link, to a restarted peer say, carries other jobs and holds none
+  // of these buffers); a link that broke may still wait for its call to
+  // end: cancelling it ends it.
+  network_->Drop(address, link.get());
+  link->Shutdown();
+}
+
 absl::Status GrpcPeerTransport::AwaitReleasedWhileRead(
-    const std::map<std::string, std::shared_ptr<PeerLink>>& lent_to) {
+    const LentLinks& lent_to) {
   // A live peer reads everything it is sent, even for a job it gave up on,
   // so lent buffers come back once the links have carried what was queued
   // before them (other jobs' bytes too). Dropping a link fails every job
-  // that shares it, so a link is waited for while it makes progress (up to
-  // the collective timeout); one that completes no write for kAbandonGrace
-  // is not being read (the peer is stopped or gone), and waiting on would
-  // hold this worker's later jobs up.
+  // that shares it, so links are waited for while they make progress (up
+  // to the collective timeout). A link with frames waiting that completes
+  // no write for kAbandonGrace is not being read (its peer is stopped or
+  // gone): it is dropped then, since waiting on would hold this worker's
+  // later jobs up. If no link moves at all, the buffers are stuck where no
+  // queue shows them (gRPC's flow control), and every link is dropped.
   const auto never = [] { return absl::OkStatus(); };
   const absl::Time give_up =
       absl::Now() + std::max(kAbandonGrace, options_.collective_timeout);
   std::map<std::string, uint64_t> seen;
-  for (const auto& [address, link] : lent_to) {
-    seen[address] = link->writes_done();
+  for (const auto& [address, weak] : lent_to) {
+    if (std::shared_ptr<PeerLink> link = weak.lock()) {
+      seen[address] = link->writes_done();
+    }
   }
   for (;;) {
     absl::Status s = lent_.AwaitReleased(
         std::min(give_up, absl::Now() + kAbandonGrace), never);
     if (s.ok() || absl::Now() >= give_up) return s;
+    std::vector<std::string> stuck;
     bool moved = false;
-    for (const auto& [address, link] : lent_to) {
+    for (const auto& [address, weak] : lent_to) {
+      std::shared_ptr<PeerLink> link = weak.lock();
+      if (link == nullptr || link->broken()) continue;
       const uint64_t done = link->writes_done();
-      moved = moved || (done != seen[address] && !link->broken());
+      if (done != seen[address]) {
+        moved = true;
+      } else if (link->pending()) {
+        stuck.push_back(address);
+      }
       seen[address] = done;
     }
-    if (!moved) return s;
+    if (!moved) return s;  // Settle drops them all
+    for (const std::string& address : stuck) {
+      DropLink(address, lent_to.at(address));
+    }
   }
 }
 

@@ -16,7 +16,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -57,7 +56,8 @@ class PeerNetwork {
                                                  uint64_t incarnation = 0);
   // Shuts the link to `address` down and closes its connection (the next
   // Link dials afresh), so gRPC drops every frame it still holds for it.
-  void Drop(const std::string& address);
+  // With `only`, just if that is still the address's link.
+  void Drop(const std::string& address, const PeerLink* only = nullptr);
 
  private:
   struct Peer {
@@ -116,11 +116,11 @@ class GrpcPeerTransport final : public PeerTransport {
   // their bytes are in the kernel (or their stream failed). If that does
   // not happen in time (the per-collective timeout, the job's deadline, an
   // abort; with `abandon`, as long as the links keep writing, up to the
-  // collective timeout, but no more than 2 s once they stall), the links the
-  // buffers went to are torn down (PeerNetwork::Drop), which makes gRPC drop
-  // them, and Settle waits for that: after it returns gRPC never reads them
-  // again. (Should gRPC still hold them 90 s after their connections closed,
-  // the process stops with a critical log rather than let it read freed
+  // collective timeout; a link that stalls for 2 to 4 s is dropped), the links
+  // the buffers went to are torn down (PeerNetwork::Drop), which makes gRPC
+  // drop them, and Settle waits for that: after it returns gRPC never reads
+  // them again. (Should gRPC still hold them 90 s after their connections
+  // closed, the process stops with a critical log rather than let it read freed
   // memory.)
   // Errors: DEADLINE_EXCEEDED or the abort status (the links were dropped);
   // with `abandon` always OK.
@@ -140,17 +140,22 @@ class GrpcPeerTransport final : public PeerTransport {
   absl::Status Post(int64_t to, const PeerMessage& message,
                     absl::Span<const uint8_t> data, bool lend);
   PeerInbox::Want WantOf(int64_t from, const PeerMessage& message) const;
+  // The links buffers were lent to, by address (weak: a broken link must
+  // be free to end its call, which lets go of the buffers).
+  using LentLinks = std::map<std::string, std::weak_ptr<PeerLink>>;
   // Settle(abandon)'s wait; OK once every lent buffer is back.
-  absl::Status AwaitReleasedWhileRead(
-      const std::map<std::string, std::shared_ptr<PeerLink>>& lent_to);
+  absl::Status AwaitReleasedWhileRead(const LentLinks& lent_to);
+  // Cancels `weak`'s link, and drops the address's connection if that is
+  // still its link.
+  void DropLink(const std::string& address,
+                const std::weak_ptr<PeerLink>& weak);
 
   PeerNetwork* const network_;  // Not owned.
   const Options options_;
   LentSlices lent_;
   absl::Mutex mu_;
   // Where buffers were lent since the last Settle, and on which links.
-  std::map<std::string, std::shared_ptr<PeerLink>> lent_to_
-      ABSL_GUARDED_BY(mu_);
+  LentLinks lent_to_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardmap

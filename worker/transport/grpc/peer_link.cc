@@ -153,6 +153,11 @@ uint64_t PeerLink::writes_done() const {
   return writes_done_;
 }
 
+bool PeerLink::pending() const {
+  absl::MutexLock lock(&mu_);
+  return writing_ || !queue_.empty();
+}
+
 void PeerLink::Shutdown() {
   bool release;
   {

@@ -60,6 +60,8 @@ class PeerLink final
   // Frames gRPC has finished writing so far: a link whose count stands
   // still while frames wait is not being read.
   uint64_t writes_done() const;
+  // Whether frames are being written or wait to be.
+  bool pending() const;
   // Ends the stream; queued frames fail with UNAVAILABLE.
   void Shutdown();
 
