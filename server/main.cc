@@ -79,7 +79,11 @@ int main(int argc, char** argv) {
                  "other jobs run), always, never")
       ->envname("SHARDMAP_JOB_LINKS")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "always", "never"}));
+      ->check([](const std::string& value) {
+        absl::StatusOr<JobLinks> parsed = ParseJobLinks(value);
+        return parsed.ok() ? std::string()
+                           : std::string(parsed.status().message());
+      });
   std::string data_dir;
   app.add_option("--data-dir", data_dir,
                  "directory where registered expression programs are kept "
@@ -118,7 +122,7 @@ int main(int argc, char** argv) {
   options.call_memory_bytes = call_memory_bytes;
   options.grace_seconds = ops.grace_seconds;
   options.data_dir = data_dir;
-  options.job_links = *ParseJobLinks(job_links);  // CLI11 checked it
+  options.job_links = *ParseJobLinks(job_links);  // checked above
   auto coordinator = Coordinator::Create(options);
   if (!coordinator.ok()) return ReportStartupError(coordinator.status());
   PrintServingLines(

@@ -237,13 +237,14 @@ bool LinkCall::Start() {
   started_ = true;
   // A link handed out can be retired (or fail) before the call registers
   // on it; the call then asks again.
+  absl::Status why;
   for (int attempt = 0; attempt < 3; ++attempt) {
     absl::StatusOr<std::shared_ptr<ShardLink>> link =
         links_->Acquire(address_, deadline_, cancelled_);
     absl::MutexLock lock(&mu_);
     if (!link.ok()) {
-      start_status_ = link.status();
-      return false;
+      why = link.status();
+      break;
     }
     if (*link == nullptr) {
       fallback_ = make_fallback_();
@@ -252,8 +253,8 @@ bool LinkCall::Start() {
       return true;
     }
     if (cancelled_.load()) {
-      start_status_ = absl::CancelledError("the call was cancelled");
-      return false;
+      why = absl::CancelledError("the call was cancelled");
+      break;
     }
     const uint64_t call = (*link)->NewCall(&inbox_);
     if (call != 0) {
@@ -261,11 +262,12 @@ bool LinkCall::Start() {
       call_ = call;
       return true;
     }
-    start_status_ =
+    why =
         (*link)->failed()
             ? (*link)->status()
             : absl::UnavailableError("the job link to the worker was replaced");
   }
+  start_status_ = why;
   return false;
 }
 
@@ -274,6 +276,8 @@ bool LinkCall::Send(const v1::ShardRequest* request, bool writes_done) {
   v1::ShardLinkRequest message;
   {
     absl::MutexLock lock(&mu_);
+    // Cancelled before the worker heard of the call: it never starts there.
+    if (cancel_sent_ || (!first_queued_ && cancelled_.load())) return false;
     link = link_;
     message.set_call(call_);
   }
@@ -290,6 +294,15 @@ bool LinkCall::Send(const v1::ShardRequest* request, bool writes_done) {
     }
   }
   if (link->Send(std::move(message), deadline_, /*urgent=*/false)) {
+    absl::MutexLock lock(&mu_);
+    if (!first_queued_) {
+      first_queued_ = true;
+      // A Cancel while this message waited for room could not go out.
+      if (cancelled_.load() && !cancel_sent_) {
+        cancel_sent_ = true;
+        SendCancelLocked();
+      }
+    }
     return true;
   }
   // The call cannot go on; say why, as a RunShard stream would.
@@ -357,8 +370,13 @@ void LinkCall::Cancel() {
     return;
   }
   if (link_ == nullptr || call_ == 0 || cancel_sent_) return;
-  cancel_sent_ = true;
   inbox_.End(absl::CancelledError("the call was cancelled"));
+  if (!first_queued_) return;  // Send sends it, or never starts the call
+  cancel_sent_ = true;
+  SendCancelLocked();
+}
+
+void LinkCall::SendCancelLocked() {
   // The worker ignores it if the call has ended there.
   v1::ShardLinkRequest cancel;
   cancel.set_call(call_);

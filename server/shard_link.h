@@ -139,6 +139,8 @@ class LinkCall final : public ShardChannel {
   // Starts the call on first use; false if it could not start.
   bool Start();
   bool Send(const v1::ShardRequest* request, bool writes_done);
+  // Sends the cancel message for the call; the caller set cancel_sent_.
+  void SendCancelLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ShardLinks* const links_;
   const std::string address_;
@@ -158,6 +160,10 @@ class LinkCall final : public ShardChannel {
   std::shared_ptr<ShardLink> link_ ABSL_GUARDED_BY(mu_);
   uint64_t call_ ABSL_GUARDED_BY(mu_) = 0;
   bool cancel_sent_ ABSL_GUARDED_BY(mu_) = false;
+  // The call's first message is on the link: the worker knows the call, and
+  // a cancel may go out (one sent earlier would name a call it has not
+  // seen, and be dropped).
+  bool first_queued_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<ShardChannel> fallback_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -91,7 +91,7 @@ absl::Status RoutedPeerTransport::RecvChunks(int64_t from,
                                              const PeerMessage& message,
                                              size_t size,
                                              const ChunkConsumer& consume) {
-  if (!MayShare(from, message)) {
+  if (!MayReceiveShared(from, message)) {
     return grpc_.RecvChunks(from, message, size, consume);
   }
   return PeerTransport::RecvChunks(from, message, size, consume);
@@ -99,7 +99,9 @@ absl::Status RoutedPeerTransport::RecvChunks(int64_t from,
 
 absl::Status RoutedPeerTransport::Recv(int64_t from, const PeerMessage& message,
                                        absl::Span<uint8_t> out) {
-  if (!MayShare(from, message)) return grpc_.Recv(from, message, out);
+  if (!MayReceiveShared(from, message)) {
+    return grpc_.Recv(from, message, out);
+  }
   const std::string& address = options_.addresses[from];
   const uint64_t incarnation = grpc_.incarnation(from);
   PeerInbox::Want want;

@@ -45,7 +45,8 @@ class RoutedPeerTransport final : public PeerTransport {
   absl::Status Settle(bool abandon) override;
   absl::Status Recv(int64_t from, const PeerMessage& message,
                     absl::Span<uint8_t> out) override;
-  // From the gRPC inbox's slices when the peer is gRPC-only, else Recv's.
+  // From the gRPC inbox's slices when no shared memory can carry the
+  // peer's messages (--no-shm here), else through Recv into a buffer.
   absl::Status RecvChunks(int64_t from, const PeerMessage& message, size_t size,
                           const ChunkConsumer& consume) override;
 
@@ -56,6 +57,12 @@ class RoutedPeerTransport final : public PeerTransport {
 
   // Whether the peer is another worker that shared memory may reach.
   bool MayShare(int64_t peer, const PeerMessage& message) const;
+  // Whether a message from the peer may come through shared memory: never
+  // with it off here (--no-shm), since then no peer can attach a ring.
+  // (Sends still ask the peer once, see ShmNetwork.)
+  bool MayReceiveShared(int64_t peer, const PeerMessage& message) const {
+    return MayShare(peer, message) && shm_->enabled();
+  }
 
   PeerNetwork* const network_;  // Not owned.
   ShmNetwork* const shm_;       // Not owned; may be null.

@@ -88,8 +88,8 @@ std::shared_ptr<ShmSender> ShmNetwork::SenderTo(const std::string& address,
   o.sender = sender;
   o.use_grpc = keep && sender == nullptr;
   o.incarnation = answered;
-  o.retry_after =
-      keep ? absl::InfinitePast() : absl::Now() + options_.attach_retry_after;
+  o.retry_after = back_off ? absl::Now() + options_.attach_retry_after
+                           : absl::InfinitePast();
   return sender;
 }
 
@@ -148,9 +148,9 @@ std::shared_ptr<ShmSender> ShmNetwork::Ask(const std::string& address,
     // peer unreachable or silent) is asked again after a while, or at once
     // if the caller's own deadline cut the call short.
     *keep = status.error_code() == grpc::StatusCode::UNIMPLEMENTED;
-    *back_off = !*keep &&
-                (whole_time ||
-                 status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED);
+    *back_off =
+        !*keep && (whole_time ||
+                   status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED);
     spdlog::debug("shm: Attach to {} failed: {}", address,
                   status.error_message());
     return nullptr;

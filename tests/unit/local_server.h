@@ -4,6 +4,7 @@
 #define SHARDMAP_TESTS_UNIT_LOCAL_SERVER_H_
 
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
@@ -20,6 +21,9 @@ inline std::unique_ptr<grpc::Server> StartLocalServer(grpc::Service* service,
                            &port);
   builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || port == 0) {
+    ADD_FAILURE() << "could not start a gRPC server on 127.0.0.1:0";
+  }
   *address = "127.0.0.1:" + std::to_string(port);
   return server;
 }

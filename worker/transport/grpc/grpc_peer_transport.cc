@@ -141,6 +141,7 @@ absl::Status GrpcPeerTransport::Settle(bool abandon) {
                              absl::Now() + options_.collective_timeout),
                     options_.aborted);
   if (s.ok()) return s;
+  const int64_t held = lent_.outstanding();
   // The caller is about to reuse or free the buffers: take them back from
   // gRPC by tearing down the links they were queued on.
   std::vector<std::string> addresses;
@@ -157,7 +158,12 @@ absl::Status GrpcPeerTransport::Settle(bool abandon) {
         absl::StrJoin(addresses, ", "));
     std::abort();
   }
-  return abandon ? absl::OkStatus() : s;
+  if (abandon) return absl::OkStatus();
+  return absl::Status(s.code(),
+                      absl::StrCat(s.message(), " (", held,
+                                   " lent pieces were still queued to ",
+                                   absl::StrJoin(addresses, ", "),
+                                   "; those links were closed)"));
 }
 
 void GrpcPeerTransport::DropLink(const std::string& address,
