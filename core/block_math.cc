@@ -170,6 +170,12 @@ void BlockRegion::CopyIn(const uint8_t* src, size_t offset, size_t length,
   Copy<false>(global, offset, length, const_cast<uint8_t*>(src));
 }
 
+size_t BlockRegion::GlobalEnd(size_t offset, size_t length) const {
+  if (length == 0 || run_bytes_ == 0) return 0;
+  const size_t last = offset + length - 1;
+  return RunStart(last / run_bytes_) + last % run_bytes_ + 1;
+}
+
 Tensor ExtractBlock(const Tensor& global, const BlockLayout& layout,
                     int64_t device) {
   Tensor block(global.dtype(), layout.block_shape());

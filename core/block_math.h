@@ -89,6 +89,10 @@ class BlockRegion {
   // `src` into the whole array's data `global`.
   void CopyIn(const uint8_t* src, size_t offset, size_t length,
               uint8_t* global) const;
+  // One past the last byte of the whole array that bytes [offset, offset +
+  // length) of the block come from (0 for no bytes): what must be in before
+  // CopyOut of that piece, when the whole array fills in order.
+  size_t GlobalEnd(size_t offset, size_t length) const;
 
  private:
   // Byte offset in the whole array of the start of run `run`.

@@ -23,7 +23,9 @@ if [[ "${1:-}" != "--build-only" ]]; then
   # The compose test (tests/system/compose_test.py): the image built and the
   # cluster brought up with podman; SHARDMAP_COMPOSE=0 leaves them out.
   if [[ "${SHARDMAP_COMPOSE:-1}" != 0 ]]; then
-    PACKAGES+=(podman podman-compose runc netavark aardvark-dns debootstrap)
+    # netavark sets up the compose network with the iptables command.
+    PACKAGES+=(podman podman-compose runc netavark aardvark-dns iptables
+               debootstrap)
   fi
 fi
 

@@ -38,8 +38,8 @@ void DeviceFanout::Abort() {
   }
 }
 
-void DeviceFanout::Run(const Call& call,
-                       const std::function<bool()>& cancelled) {
+void DeviceFanout::Run(const Call& call, const std::function<bool()>& cancelled,
+                       const std::function<void()>& meanwhile) {
   const LogContext log_context = CurrentLogContext();
   started_ = n_;
   for (int64_t d = 0; d < n_; ++d) {
@@ -73,6 +73,7 @@ void DeviceFanout::Run(const Call& call,
       ++ended->tasks;
     });
   }
+  if (meanwhile) meanwhile();
   auto all_done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return done_ == n_;
   };

@@ -57,8 +57,10 @@ class DeviceFanout {
 
   // Runs `call` for every device, each on its own stream; returns once
   // every call has returned. `cancelled` (may be null) returning true
-  // aborts every device.
-  void Run(const Call& call, const std::function<bool()>& cancelled);
+  // aborts every device. `meanwhile` (may be null) runs on this thread
+  // once the calls have started, before the watching begins.
+  void Run(const Call& call, const std::function<bool()>& cancelled,
+           const std::function<void()>& meanwhile = nullptr);
   // Per device: what its call returned.
   std::vector<absl::StatusOr<DeviceResult>>& results() { return results_; }
   // Per device: UNAVAILABLE from check_live if its worker was found lost

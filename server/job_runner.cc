@@ -47,6 +47,15 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
     const std::string& job_id, const JobPlan& plan, std::vector<Tensor> inputs,
     const std::vector<WorkerPool::Worker>& workers, absl::Time deadline,
     const std::function<bool()>& cancelled) {
+  ArrivingInputs whole(std::move(inputs));
+  return Run(job_id, plan, whole, nullptr, workers, deadline, cancelled);
+}
+
+absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
+    const std::string& job_id, const JobPlan& plan, ArrivingInputs& inputs,
+    const std::function<absl::Status()>& receive,
+    const std::vector<WorkerPool::Worker>& workers, absl::Time deadline,
+    const std::function<bool()>& cancelled) {
   const Running running(&running_);
   SHARD_ASSIGN_OR_RETURN(ResidentCommit commit,
                          ResidentCommit::Begin(plan, index_));
@@ -62,7 +71,8 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
                                  commit.two_phase(),
                                  epoch_,
                                  &returned_bytes,
-                                 options_.max_job_bytes};
+                                 options_.max_job_bytes,
+                                 deadline};
   DeviceFanout::Options fanout_options;
   fanout_options.liveness_poll = options_.liveness_poll;
   fanout_options.check_live = options_.check_live;
@@ -78,11 +88,15 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
        (options_.job_links == JobLinks::kAuto && running.others() > 0));
   DeviceFanout fanout(fanout_options, &device_threads_, connector_, workers,
                       deadline);
+  absl::Status received;
   fanout.Run(
       [&](int64_t d, ShardChannel& ch) {
         return RunShardCall(job_id, plan, d, context, inputs, ch);
       },
-      cancelled);
+      cancelled,
+      [&] {
+        if (receive) received = receive();
+      });
   // A device that failed may never have received its header: its worker's
   // later jobs must not wait for its ticket.
   for (size_t d = 0; d < workers.size(); ++d) {
@@ -90,9 +104,12 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
     skipper_.Skip(workers[d].address, TicketOwner(workers[d], epoch_),
                   tickets[d]);
   }
-  inputs.clear();
+  inputs.Release();
+  // The client's own error comes first: the devices' are its consequences.
   const absl::Status failed =
-      AttributeFailure(job_id, plan, workers, fanout.lost(), fanout.results());
+      !received.ok() ? received
+                     : AttributeFailure(job_id, plan, workers, fanout.lost(),
+                                        fanout.results());
   absl::StatusOr<std::vector<JobOutput>> outcome =
       failed.ok() ? AssembleOutputs(plan, workers, fanout.results(),
                                     options_.max_job_bytes)

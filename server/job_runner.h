@@ -25,6 +25,7 @@
 #include "absl/time/time.h"
 #include "core/device_threads.h"
 #include "core/tensor.h"
+#include "server/arriving_inputs.h"
 #include "server/job_links.h"
 #include "server/job_results.h"
 #include "server/planner.h"
@@ -82,6 +83,16 @@ class JobRunner {
   absl::StatusOr<std::vector<JobOutput>> Run(
       const std::string& job_id, const JobPlan& plan,
       std::vector<Tensor> inputs,
+      const std::vector<WorkerPool::Worker>& workers, absl::Time deadline,
+      const std::function<bool()>& cancelled = nullptr);
+  // The same with arguments that are still arriving (cut-through): the
+  // devices start at once and send each piece of their blocks as it comes
+  // in, while `receive` (called once, on this thread, after the devices
+  // started) reads the rest into `inputs`. An error from `receive` is the
+  // job's error.
+  absl::StatusOr<std::vector<JobOutput>> Run(
+      const std::string& job_id, const JobPlan& plan, ArrivingInputs& inputs,
+      const std::function<absl::Status()>& receive,
       const std::vector<WorkerPool::Worker>& workers, absl::Time deadline,
       const std::function<bool()>& cancelled = nullptr);
 

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <functional>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/status_util.h"
 #include "rpc/trace_context.h"
+#include "server/arriving_inputs.h"
 #include "server/function_availability.h"
 #include "server/planner.h"
 #include "server/tree_job.h"
@@ -184,13 +187,23 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
   }
 
   uint64_t data_hash = 0;  // only a call with a key needs it
-  SHARD_ASSIGN_OR_RETURN(
-      std::vector<Tensor> inputs,
-      ReceiveInputs(plan, stream, claim != nullptr ? &data_hash : nullptr));
+  SHARD_ASSIGN_OR_RETURN(std::unique_ptr<ArrivingInputs> inputs,
+                         ArrivingInputs::ForPlan(plan));
+  auto receive = [&] {
+    return inputs->Receive(stream, claim != nullptr ? &data_hash : nullptr);
+  };
+  // The devices start while the arguments still arrive (cut-through),
+  // except for a job that donates: one that fails after its workers may
+  // have consumed a donation loses it, so a client's broken upload must
+  // fail such a job before it starts.
+  const bool donates = std::any_of(plan.args.begin(), plan.args.end(),
+                                   [](const ArgPlan& a) { return a.donated; });
+  if (donates) SHARD_RETURN_IF_ERROR(receive());
   SHARD_ASSIGN_OR_RETURN(
       std::vector<JobOutput> outputs,
-      runner_->Run(job_id, plan, std::move(inputs), workers, call.deadline,
-                   [stream] { return stream->cancelled(); }));
+      runner_->Run(job_id, plan, *inputs,
+                   donates ? std::function<absl::Status()>() : receive, workers,
+                   call.deadline, [stream] { return stream->cancelled(); }));
 
   v1::JobResult result;
   result.set_job_id(job_id);

@@ -87,9 +87,9 @@ class JobService {
   // ALREADY_EXISTS for one whose returned outputs were not kept;
   // DEADLINE_EXCEEDED naming the resident array another job still used;
   // PlanJob's; RESOURCE_EXHAUSTED over max_job_bytes; WorkerPool::Acquire's;
-  // the arguments' (ReceiveInputs); JobRunner::Run's; CANCELLED if the
-  // client went away. An error that comes once the deadline passed says
-  // so (DEADLINE_EXCEEDED). A failed job changes no resident array.
+  // the arguments' (ArrivingInputs::Receive); JobRunner::Run's;
+  // CANCELLED if the client went away. An error that comes once the deadline
+  // passed says so (DEADLINE_EXCEEDED). A failed job changes no resident array.
   absl::Status Run(const JobCall& call, JobStream* stream);
 
   // Jobs that succeeded and that failed so far.

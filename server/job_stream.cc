@@ -14,34 +14,6 @@ uint64_t ChunkHash(uint64_t hash, const v1::ArrayChunk& chunk) {
                       absl::string_view(chunk.data()));
 }
 
-absl::StatusOr<std::vector<Tensor>> ReceiveInputs(const JobPlan& plan,
-                                                  JobStream* stream,
-                                                  uint64_t* data_hash) {
-  std::vector<Tensor> inputs;
-  for (const ArgPlan& a : plan.args) {
-    if (a.resident.has_value()) {
-      inputs.emplace_back(DType::kFloat32, Shape{0});  // the workers fetch it
-      continue;
-    }
-    SHARD_ASSIGN_OR_RETURN(Tensor t,
-                           Tensor::Create(a.meta.dtype, a.meta.shape));
-    inputs.push_back(std::move(t));
-  }
-  ChunkSequencer sequencer = ChunkSequencer::ForTensors(inputs, "argument");
-  v1::RunJobRequest request;
-  while (stream->Read(&request)) {
-    if (!request.has_chunk()) {
-      return absl::InvalidArgumentError("a RunJob stream carries one JobSpec");
-    }
-    if (data_hash != nullptr) {
-      *data_hash = ChunkHash(*data_hash, request.chunk());
-    }
-    SHARD_RETURN_IF_ERROR(sequencer.Accept(request.chunk()));
-  }
-  SHARD_RETURN_IF_ERROR(sequencer.Finish());
-  return inputs;
-}
-
 absl::Status SendResult(const v1::JobResult& result,
                         const std::vector<std::shared_ptr<const Tensor>>& outs,
                         JobStream* stream) {

@@ -39,15 +39,6 @@ class JobStream {
 // the same call_id must send the same data.
 uint64_t ChunkHash(uint64_t hash, const v1::ArrayChunk& chunk);
 
-// Reads the argument chunks that follow the JobSpec into whole arrays, one
-// per argument of `plan` (an empty placeholder for a resident one, which
-// the workers fetch); `data_hash`, if not null, receives their ChunkHash.
-// INVALID_ARGUMENT for a second JobSpec or chunks that do not fit the
-// arguments (core/chunking.h names them).
-absl::StatusOr<std::vector<Tensor>> ReceiveInputs(const JobPlan& plan,
-                                                  JobStream* stream,
-                                                  uint64_t* data_hash);
-
 // Sends a job's result, then its returned outputs (by output; null: stored,
 // not returned) as chunks, the last of them with WriteLast: nothing may be
 // written after it. CANCELLED if the client went away.

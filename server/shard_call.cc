@@ -96,16 +96,23 @@ v1::ShardRequest JobRequest(const std::string& job_id, const JobPlan& plan,
 }
 
 // Hands device `d`'s blocks of the arguments that travel with the job to
-// `out`; false if the stream broke.
-bool SendArguments(const JobPlan& plan, int64_t d,
-                   const std::vector<Tensor>& inputs,
-                   TailWriter<v1::ShardRequest>& out) {
+// `out`, each piece as soon as the client's bytes it needs are in. An error
+// if the client's arguments failed or did not come in time, CANCELLED if
+// the stream broke.
+absl::Status SendArguments(const JobPlan& plan, int64_t d,
+                           const ArrivingInputs& inputs, absl::Time deadline,
+                           TailWriter<v1::ShardRequest>& out) {
   for (size_t i = 0; i < plan.args.size(); ++i) {
     const ArgPlan& a = plan.args[i];
     if (a.resident.has_value()) continue;  // the worker fetches it
     BlockRegion region(a.layout.global_shape(), a.layout.block_shape(),
                        a.layout.BlockOrigin(d), ItemSize(a.meta.dtype));
-    const uint8_t* base = inputs[i].data();
+    const uint8_t* base = inputs.arrays()[i].data();
+    absl::Status arrived;
+    auto ready = [&](size_t offset, size_t length) {
+      arrived = inputs.Await(i, region.GlobalEnd(offset, length), deadline);
+      return arrived.ok();
+    };
     auto push = [&](v1::ArrayChunk&& chunk) {
       v1::ShardRequest r;
       *r.mutable_chunk() = std::move(chunk);
@@ -114,16 +121,17 @@ bool SendArguments(const JobPlan& plan, int64_t d,
     const bool ok =
         region.contiguous()
             ? SendBytesChunks(static_cast<uint32_t>(i), base + region.start(),
-                              region.num_bytes(), push)
+                              region.num_bytes(), push, ready)
             : SendChunks(
                   static_cast<uint32_t>(i), region.num_bytes(),
                   [&](size_t offset, size_t length, uint8_t* dst) {
                     region.CopyOut(base, offset, length, dst);
                   },
-                  push);
-    if (!ok) return false;
+                  push, ready);
+    if (!arrived.ok()) return arrived;
+    if (!ok) return absl::CancelledError("the worker's stream broke");
   }
-  return true;
+  return absl::OkStatus();
 }
 
 // Takes the worker's ShardOutputs and reads the chunks of the outputs the
@@ -192,17 +200,23 @@ std::string TicketOwner(const WorkerPool::Worker& w, uint64_t epoch) {
 absl::StatusOr<DeviceResult> RunShardCall(const std::string& job_id,
                                           const JobPlan& plan, int64_t d,
                                           const ShardCallContext& context,
-                                          const std::vector<Tensor>& inputs,
+                                          const ArrivingInputs& inputs,
                                           ShardChannel& ch) {
   // The last message carries the end of the stream, except for a two-phase
   // job, whose stream stays open for the commit decision.
   TailWriter<v1::ShardRequest> out([&](const v1::ShardRequest& r, bool last) {
     return last && !context.two_phase ? ch.WriteLast(r) : ch.Write(r);
   });
-  const bool ok = out.Push(JobRequest(job_id, plan, d, context)) &&
-                  SendArguments(plan, d, inputs, out) && out.Close();
+  absl::Status sent =
+      out.Push(JobRequest(job_id, plan, d, context))
+          ? SendArguments(plan, d, inputs, context.deadline, out)
+          : absl::CancelledError("the worker's stream broke");
+  // The client's arguments failing is the job's error, not the stream's.
+  if (!sent.ok() && sent.code() != absl::StatusCode::kCancelled) {
+    return Abandon(ch, sent);
+  }
   v1::ShardResponse response;
-  if (!ok || !ch.Read(&response)) {
+  if (!sent.ok() || !out.Close() || !ch.Read(&response)) {
     absl::Status s = ch.Finish();
     if (s.ok()) {
       s = absl::InternalError("worker closed the stream without outputs");

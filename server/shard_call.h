@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/tensor.h"
+#include "server/arriving_inputs.h"
 #include "server/job_results.h"
 #include "server/planner.h"
 #include "server/shard_channel.h"
@@ -40,6 +41,8 @@ struct ShardCallContext {
   // argument bytes they must stay under max_job_bytes.
   std::atomic<uint64_t>* returned_bytes;
   uint64_t max_job_bytes;
+  // The job's deadline: the longest a device waits for the client's bytes.
+  absl::Time deadline;
 };
 
 // The id a worker's tickets count under (ShardJob.worker_id). Tickets
@@ -47,16 +50,18 @@ struct ShardCallContext {
 // its workers from w0 again, and its tickets from 0.
 std::string TicketOwner(const WorkerPool::Worker& w, uint64_t epoch);
 
-// Runs device `d` of `plan` over `ch`; `inputs` are the whole arguments.
+// Runs device `d` of `plan` over `ch`; `inputs` are the whole arguments,
+// which may still be arriving: each piece goes out once its bytes are in.
 // Errors: the stream's final status (the worker's error, CANCELLED,
-// DEADLINE_EXCEEDED, UNAVAILABLE), INTERNAL for a worker that breaks the
+// DEADLINE_EXCEEDED, UNAVAILABLE), the error of the client's arguments
+// (ArrivingInputs::Await), INTERNAL for a worker that breaks the
 // protocol, INVALID_ARGUMENT for malformed output headers or chunks,
 // RESOURCE_EXHAUSTED when the returned outputs pass max_job_bytes. On an
 // error the stream is finished (cancelled if the worker may still talk).
 absl::StatusOr<DeviceResult> RunShardCall(const std::string& job_id,
                                           const JobPlan& plan, int64_t d,
                                           const ShardCallContext& context,
-                                          const std::vector<Tensor>& inputs,
+                                          const ArrivingInputs& inputs,
                                           ShardChannel& ch);
 
 // Sends a two-phase job's decision (apply or drop its writes) and ends the

@@ -8,9 +8,11 @@ namespace shardmap {
 
 bool SendChunks(uint32_t index, size_t total,
                 const std::function<void(size_t, size_t, uint8_t*)>& fill,
-                const std::function<bool(v1::ArrayChunk&&)>& write) {
+                const std::function<bool(v1::ArrayChunk&&)>& write,
+                const ChunkReady& ready) {
   for (size_t offset = 0; offset < total; offset += kChunkBytes) {
     const size_t length = std::min(kChunkBytes, total - offset);
+    if (ready && !ready(offset, length)) return false;
     v1::ArrayChunk chunk;
     chunk.set_index(index);
     chunk.set_offset(offset);
@@ -23,9 +25,11 @@ bool SendChunks(uint32_t index, size_t total,
 }
 
 bool SendBytesChunks(uint32_t index, const uint8_t* data, size_t size,
-                     const std::function<bool(v1::ArrayChunk&&)>& write) {
+                     const std::function<bool(v1::ArrayChunk&&)>& write,
+                     const ChunkReady& ready) {
   for (size_t offset = 0; offset < size; offset += kChunkBytes) {
     const size_t length = std::min(kChunkBytes, size - offset);
+    if (ready && !ready(offset, length)) return false;
     v1::ArrayChunk chunk;
     chunk.set_index(index);
     chunk.set_offset(offset);

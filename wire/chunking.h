@@ -23,17 +23,25 @@ inline constexpr size_t kChunkBytes = 1 << 20;
 // chunk plus headroom for a job header with long names.
 inline constexpr int kMaxMessageBytes = 8 << 20;
 
+// Asked before each chunk's bytes are read: ready(offset, length) for
+// bytes [offset, offset+length) of the array; false stops the sending.
+// Null: every byte is there.
+using ChunkReady = std::function<bool(size_t, size_t)>;
+
 // Produces the chunks of array `index` of `total` bytes. `fill(offset,
 // length, dst)` copies the array's bytes [offset, offset+length) to dst;
 // `write(chunk)` sends one chunk and returns false if the stream broke.
-// Returns false as soon as a write fails. An empty array sends no chunk.
+// Returns false as soon as a write fails or `ready` says no. An empty
+// array sends no chunk.
 bool SendChunks(uint32_t index, size_t total,
                 const std::function<void(size_t, size_t, uint8_t*)>& fill,
-                const std::function<bool(v1::ArrayChunk&&)>& write);
+                const std::function<bool(v1::ArrayChunk&&)>& write,
+                const ChunkReady& ready = nullptr);
 // The same for `size` contiguous bytes at `data`: each chunk copies its
 // bytes once, straight from `data`.
 bool SendBytesChunks(uint32_t index, const uint8_t* data, size_t size,
-                     const std::function<bool(v1::ArrayChunk&&)>& write);
+                     const std::function<bool(v1::ArrayChunk&&)>& write,
+                     const ChunkReady& ready = nullptr);
 // The same for a whole tensor.
 bool SendTensorChunks(uint32_t index, const Tensor& tensor,
                       const std::function<bool(v1::ArrayChunk&&)>& write);

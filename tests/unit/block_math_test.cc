@@ -383,6 +383,15 @@ void CheckCase(const Case& c, std::mt19937& rng, int* all_axes_cases) {
       for (size_t i = len; i < out.size(); ++i) {
         ASSERT_EQ(out[i], 0xA5) << "CopyOut wrote past its length";
       }
+      // GlobalEnd: one past the whole array's byte behind the piece's
+      // last byte, by the naive element index (the furthest, as the
+      // whole array's offsets grow with the block's).
+      const size_t want_end =
+          len == 0 ? 0
+                   : want.global_elems[(off + len - 1) / item] * item +
+                         (off + len - 1) % item + 1;
+      ASSERT_EQ(region.GlobalEnd(off, len), want_end)
+          << "GlobalEnd [" << off << ", " << off + len << ") of " << nbytes;
     }
 
     // CopyIn of the naive block in random consecutive pieces.

@@ -4,6 +4,7 @@
 #define SHARDMAP_TESTS_UNIT_FAKE_JOB_STREAM_H_
 
 #include <atomic>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -37,6 +38,7 @@ class FakeJobStream final : public JobStream {
 
   bool Read(v1::RunJobRequest* request) override {
     if (next_ >= requests_.size()) return false;
+    if (before_read_ && !before_read_(next_)) return false;
     *request = requests_[next_++];
     return true;
   }
@@ -47,6 +49,13 @@ class FakeJobStream final : public JobStream {
   bool cancelled() const override { return cancelled_; }
 
   void Cancel() { cancelled_ = true; }
+  // Called before the service reads message `i` (0 is the JobSpec);
+  // returning false ends the stream there, as a client that went away.
+  void BeforeRead(std::function<bool(size_t i)> hook) {
+    before_read_ = std::move(hook);
+  }
+  // The client's messages, to be altered before the service reads them.
+  std::vector<v1::RunJobRequest>& requests() { return requests_; }
   // How many of the client's messages the service read.
   size_t reads() const { return next_; }
   const std::vector<v1::RunJobResponse>& responses() const {
@@ -90,6 +99,7 @@ class FakeJobStream final : public JobStream {
 
  private:
   std::vector<v1::RunJobRequest> requests_;
+  std::function<bool(size_t)> before_read_;
   size_t next_ = 0;
   std::vector<v1::RunJobResponse> responses_;
   std::atomic<bool> cancelled_{false};

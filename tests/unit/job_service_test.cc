@@ -20,6 +20,7 @@
 #include "tests/unit/negating_workers.h"
 #include "tests/unit/status_matchers.h"
 #include "tests/unit/wait_until.h"
+#include "wire/chunking.h"
 #include "wire/proto_convert.h"
 #include "wire/signature.h"
 
@@ -296,6 +297,60 @@ TEST_F(JobServiceTest, RefusesArgumentsOverTheByteQuota) {
   FakeJobStream under(Spec("neg", {2}), {&y});
   ASSERT_TRUE(Service().Run(Call(), &under).ok());
   EXPECT_EQ(Values(under.Output(0)), (std::vector<float>{-1, -2}));
+}
+
+// Cut-through: the worker gets the first chunk of its block while the
+// client's last chunk is still on its way. The client here sends its last
+// chunk only once a worker has received one (or gives up after kLong, and
+// the test fails).
+TEST_F(JobServiceTest, ForwardsArgumentChunksBeforeTheLastArrives) {
+  const size_t n = 3 * kChunkBytes / sizeof(float);  // three chunks
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 1000);
+  const Tensor x = Floats(v);
+  FakeJobStream stream(Spec("neg", {static_cast<int64_t>(n)}), {&x});
+  ASSERT_EQ(stream.requests().size(), 4u);  // the JobSpec, three chunks
+  bool forwarded = false;
+  stream.BeforeRead([&](size_t i) {
+    if (i == 3) forwarded = workers_.AwaitChunks(1, kLong);
+    return true;
+  });
+  ASSERT_TRUE(Service().Run(Call(), &stream).ok());
+  EXPECT_TRUE(forwarded);
+  const std::vector<float> out = Values(stream.Output(0));
+  ASSERT_EQ(out.size(), n);
+  for (size_t i = 0; i < n; i += 4099) EXPECT_EQ(out[i], -v[i]) << i;
+  EXPECT_EQ(out[n - 1], -v[n - 1]);
+}
+
+// A client whose chunks go wrong after the devices started fails the job
+// with its own error, not the cancellation it causes on the workers.
+TEST_F(JobServiceTest, AChunkOutOfOrderMidUploadFailsTheJobWithItsError) {
+  const size_t n = 3 * kChunkBytes / sizeof(float);
+  const Tensor x = Floats(std::vector<float>(n, 1.0f));
+  FakeJobStream stream(Spec("neg", {static_cast<int64_t>(n)}), {&x});
+  stream.requests()[3].mutable_chunk()->set_offset(0);
+  EXPECT_TRUE(StatusIs(Service().Run(Call(), &stream),
+                       absl::StatusCode::kInvalidArgument,
+                       {"chunk out of order", "argument 0 at offset 0"}));
+  EXPECT_EQ(workers_.opened(), 1);
+  EXPECT_EQ(workers_.cancelled(), 1);  // its worker's call was ended
+  EXPECT_EQ(Service().failed(), 1);
+}
+
+// A client that stops sending midway fails the job: the device waiting for
+// the rest of its block learns it, and the error says what was missing.
+TEST_F(JobServiceTest, AClientThatStopsMidUploadFailsTheJob) {
+  const size_t n = 3 * kChunkBytes / sizeof(float);
+  const Tensor x = Floats(std::vector<float>(n, 1.0f));
+  FakeJobStream stream(Spec("neg", {static_cast<int64_t>(n)}), {&x});
+  stream.BeforeRead([](size_t i) { return i < 3; });
+  EXPECT_TRUE(StatusIs(Service().Run(Call(), &stream),
+                       absl::StatusCode::kInvalidArgument,
+                       {"stream ended early",
+                        "argument 0 has 2097152 of its "
+                        "3145728 bytes"}));
+  EXPECT_EQ(workers_.cancelled(), 1);
 }
 
 }  // namespace

@@ -27,7 +27,9 @@ struct NegatingWorkersState {
   int opened ABSL_GUARDED_BY(mu) = 0;
   // The next this many channels wait in their first Read until released.
   int hold_next ABSL_GUARDED_BY(mu) = 0;
-  int waiting ABSL_GUARDED_BY(mu) = 0;  // channels held right now
+  int waiting ABSL_GUARDED_BY(mu) = 0;     // channels held right now
+  int64_t chunks ABSL_GUARDED_BY(mu) = 0;  // argument chunks received
+  int cancelled ABSL_GUARDED_BY(mu) = 0;   // channels cancelled
   bool released ABSL_GUARDED_BY(mu) = false;
 };
 
@@ -42,6 +44,10 @@ class NegatingChannel final : public ShardChannel {
     if (request.has_job()) job_ = request.job();
     if (request.has_chunk() && request.chunk().index() == 0) {
       arg0_ += request.chunk().data();
+    }
+    if (request.has_chunk()) {
+      absl::MutexLock lock(&state_->mu);
+      ++state_->chunks;
     }
     return true;
   }
@@ -63,6 +69,7 @@ class NegatingChannel final : public ShardChannel {
   }
   void Cancel() override {
     absl::MutexLock lock(&state_->mu);
+    if (!cancelled_) ++state_->cancelled;
     cancelled_ = true;
   }
 
@@ -162,6 +169,19 @@ class NegatingWorkers final : public WorkerConnector {
   int waiting() {
     absl::MutexLock lock(&state_.mu);
     return state_.waiting;
+  }
+  int cancelled() {
+    absl::MutexLock lock(&state_.mu);
+    return state_.cancelled;
+  }
+  // Waits until the workers have received `n` argument chunks in all;
+  // false if `timeout` passed first.
+  bool AwaitChunks(int64_t n, absl::Duration timeout) {
+    absl::MutexLock lock(&state_.mu);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(state_.mu) {
+      return state_.chunks >= n;
+    };
+    return state_.mu.AwaitWithTimeout(absl::Condition(&enough), timeout);
   }
 
  private:
