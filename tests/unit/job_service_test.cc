@@ -81,6 +81,7 @@ class JobServiceTest : public ::testing::Test {
             .DTypes({DType::kFloat32})
             .State("table", /*write=*/false)
             .proto(),
+        Signature("add2", 2).DTypes({DType::kFloat32}).proto(),
         Signature("write_table", 1)
             .DTypes({DType::kFloat32})
             .State("table", /*write=*/true)
@@ -351,6 +352,44 @@ TEST_F(JobServiceTest, AClientThatStopsMidUploadFailsTheJob) {
                         "argument 0 has 2097152 of its "
                         "3145728 bytes"}));
   EXPECT_EQ(workers_.cancelled(), 1);
+}
+
+// A job that donates a resident array receives its whole arguments before
+// it starts: a broken upload must fail it before any worker could consume
+// the donation, so the array is not lost. `add2(@table, x)` stored back
+// into table, donating it; x's upload breaks at its last chunk.
+TEST_F(JobServiceTest, AJobThatDonatesReceivesItsArgumentsBeforeItStarts) {
+  const size_t n = 3 * kChunkBytes / sizeof(float);
+  const Tensor x = Floats(std::vector<float>(n, 1.0f));
+  auto donating = [&] {
+    v1::JobSpec spec;
+    spec.set_function("add2");
+    *spec.mutable_mesh() = MeshToProto(*Mesh::Create({{"x", 1}}));
+    *spec.add_args() = HeaderToProto(DType::kFloat32, {4});
+    *spec.add_args() =
+        HeaderToProto(DType::kFloat32, {static_cast<int64_t>(n)});
+    spec.add_resident_args("table");
+    spec.add_resident_args("");
+    *spec.add_in_specs() = SpecToProto(PartitionSpec());
+    *spec.add_out_specs() = SpecToProto(PartitionSpec());
+    spec.add_resident_outputs("table");
+    spec.add_donate_args(0);
+    return spec;
+  };
+  // Only x's chunks travel: arguments are numbered by position.
+  const Tensor none(DType::kFloat32, {0});
+  FakeJobStream broken(donating(), {&none, &x});
+  broken.requests()[3].mutable_chunk()->set_offset(0);
+  EXPECT_TRUE(StatusIs(Service().Run(Call(), &broken),
+                       absl::StatusCode::kInvalidArgument,
+                       {"chunk out of order"}));
+  EXPECT_EQ(workers_.opened(), 0);
+  EXPECT_TRUE(index_.Find("table").ok());  // not lost
+
+  FakeJobStream whole(donating(), {&none, &x});
+  const absl::Status ran = Service().Run(Call(), &whole);
+  EXPECT_TRUE(ran.ok()) << ran;
+  EXPECT_EQ(workers_.opened(), 1);
 }
 
 }  // namespace
