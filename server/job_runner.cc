@@ -63,6 +63,7 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   // is sent to its worker (unless the job is aborted meanwhile).
   const std::vector<uint64_t> tickets = IssueTickets(workers);
   std::atomic<uint64_t> returned_bytes{0};
+  OutputBuffers buffers(plan, options_.max_job_bytes);
   const ShardCallContext context{&workers,
                                  &tickets,
                                  options_.collective_timeout,
@@ -72,7 +73,8 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
                                  epoch_,
                                  &returned_bytes,
                                  options_.max_job_bytes,
-                                 deadline};
+                                 deadline,
+                                 &buffers};
   DeviceFanout::Options fanout_options;
   fanout_options.liveness_poll = options_.liveness_poll;
   fanout_options.check_live = options_.check_live;
@@ -112,7 +114,7 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
                                         fanout.results());
   absl::StatusOr<std::vector<JobOutput>> outcome =
       failed.ok() ? AssembleOutputs(plan, workers, fanout.results(),
-                                    options_.max_job_bytes)
+                                    options_.max_job_bytes, &buffers)
                   : failed;
   // Stored outputs may not replace arrays of another shape without
   // overwrite; that is known only now.

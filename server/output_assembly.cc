@@ -114,8 +114,8 @@ absl::Status AttributeFailure(
 
 absl::StatusOr<std::vector<JobOutput>> AssembleOutputs(
     const JobPlan& plan, const std::vector<WorkerPool::Worker>& workers,
-    std::vector<absl::StatusOr<DeviceResult>>& results,
-    uint64_t max_job_bytes) {
+    std::vector<absl::StatusOr<DeviceResult>>& results, uint64_t max_job_bytes,
+    OutputBuffers* buffers) {
   SHARD_ASSIGN_OR_RETURN(std::vector<BlockLayout> layouts,
                          OutputLayouts(plan, results));
   std::vector<const DeviceDigests*> digests;
@@ -134,18 +134,24 @@ absl::StatusOr<std::vector<JobOutput>> AssembleOutputs(
       outputs.push_back(std::move(result));  // stays on the workers
       continue;
     }
-    SHARD_ASSIGN_OR_RETURN(
-        Tensor out,
-        Tensor::Create(dtype, layout.global_shape(), max_job_bytes));
+    // The blocks already placed (all of them, with every block alike).
+    std::optional<Tensor> placed =
+        buffers != nullptr ? buffers->Take(o) : std::nullopt;
+    if (!placed.has_value()) {
+      SHARD_ASSIGN_OR_RETURN(
+          placed, Tensor::Create(dtype, layout.global_shape(), max_job_bytes));
+    }
+    Tensor& out = *placed;
     for (size_t d = 0; d < results.size(); ++d) {
       if (!plan.IsOutputRepresentative(o, d)) continue;
       std::optional<Tensor>& block = results[d]->blocks[o];
+      if (!block.has_value()) continue;  // placed by its sink
       BlockRegion region(layout.global_shape(), layout.block_shape(),
                          layout.BlockOrigin(d), ItemSize(dtype));
       region.CopyIn(block->data(), 0, region.num_bytes(), out.data());
       block.reset();
     }
-    result.data = std::move(out);
+    result.data = std::move(placed);
     outputs.push_back(std::move(result));
   }
   return outputs;

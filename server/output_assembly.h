@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "server/job_results.h"
+#include "server/output_buffers.h"
 #include "server/planner.h"
 #include "server/worker_pool.h"
 
@@ -43,10 +44,12 @@ absl::Status AttributeFailure(
 // spec claims replication (CheckReplication; DATA_LOSS for resident reads
 // whose copies differ); RESOURCE_EXHAUSTED for an output over
 // `max_job_bytes`. Stored outputs get only their metadata. Moves the
-// returned blocks out of `results`.
+// returned blocks out of `results`; a representative device without its
+// block placed it into `buffers` already (OutputBuffers::SinkFor).
 absl::StatusOr<std::vector<JobOutput>> AssembleOutputs(
     const JobPlan& plan, const std::vector<WorkerPool::Worker>& workers,
-    std::vector<absl::StatusOr<DeviceResult>>& results, uint64_t max_job_bytes);
+    std::vector<absl::StatusOr<DeviceResult>>& results, uint64_t max_job_bytes,
+    OutputBuffers* buffers = nullptr);
 
 }  // namespace shardmap
 

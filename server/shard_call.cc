@@ -169,10 +169,20 @@ absl::StatusOr<DeviceResult> ReceiveOutputs(const JobPlan& plan, int64_t d,
                   " bytes; store large outputs as resident arrays "
                   "(--out @NAME) instead")));
     }
+    sizes.push_back(meta->num_bytes());
+    // Straight into the whole output, or, if the block does not fit it,
+    // into a block of its own for the assembly to judge.
+    ChunkSequencer::Sink sink = common.outputs != nullptr
+                                    ? common.outputs->SinkFor(o, d, *meta)
+                                    : nullptr;
+    if (sink != nullptr) {
+      result.blocks.emplace_back(std::nullopt);
+      sinks.push_back(std::move(sink));
+      continue;
+    }
     auto t = Tensor::Create(meta->dtype, meta->shape);
     if (!t.ok()) return Abandon(ch, t.status());
     result.blocks.emplace_back(*std::move(t));
-    sizes.push_back(meta->num_bytes());
     sinks.push_back(ChunkSequencer::Into(*result.blocks.back()));
   }
   ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "output");

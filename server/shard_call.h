@@ -21,6 +21,7 @@
 #include "core/tensor.h"
 #include "server/arriving_inputs.h"
 #include "server/job_results.h"
+#include "server/output_buffers.h"
 #include "server/planner.h"
 #include "server/shard_channel.h"
 #include "server/worker_pool.h"
@@ -43,6 +44,8 @@ struct ShardCallContext {
   uint64_t max_job_bytes;
   // The job's deadline: the longest a device waits for the client's bytes.
   absl::Time deadline;
+  // Where returned outputs' chunks go (null: a block per device).
+  OutputBuffers* outputs = nullptr;
 };
 
 // The id a worker's tickets count under (ShardJob.worker_id). Tickets
