@@ -38,7 +38,7 @@ void ArrivingInputs::Arrived(size_t arg, size_t end) {
   arrived_[arg] = end;
 }
 
-void ArrivingInputs::Fail(absl::Status why) {
+void ArrivingInputs::Stop(absl::Status why) {
   absl::MutexLock lock(&mu_);
   if (failed_.ok()) failed_ = std::move(why);
 }
@@ -68,7 +68,12 @@ absl::Status ArrivingInputs::Receive(JobStream* stream, uint64_t* data_hash) {
     s = sequencer.Accept(request.chunk());
   }
   if (s.ok()) s = sequencer.Finish();
-  if (!s.ok()) Fail(s);
+  if (!s.ok() && stream->cancelled()) {
+    s = absl::CancelledError(
+        absl::StrCat("the client went away while sending its arguments (",
+                     s.message(), ")"));
+  }
+  if (!s.ok()) Stop(s);
   return s;
 }
 

@@ -42,7 +42,8 @@ class ArrivingInputs {
   // end, placing each and waking the waiters it satisfies; `data_hash`, if
   // not null, receives their ChunkHash. INVALID_ARGUMENT for a second
   // JobSpec or chunks that do not fit the arguments (wire/chunking.h names
-  // them); the error also ends every wait, present and future.
+  // them), CANCELLED for a client that went away before it sent them all;
+  // the error also ends every wait, present and future.
   absl::Status Receive(JobStream* stream, uint64_t* data_hash);
 
   // Waits until bytes [0, end) of argument `arg` have arrived. Errors: the
@@ -50,12 +51,15 @@ class ArrivingInputs {
   // and how much of it came).
   absl::Status Await(size_t arg, size_t end, absl::Time deadline) const;
 
+  // Ends every wait, present and future, for bytes that have not arrived
+  // with `why` (the job failed elsewhere); the first error stays.
+  void Stop(absl::Status why);
+
   // Frees the arrays (after the last reader is done).
   void Release();
 
  private:
   void Arrived(size_t arg, size_t end);
-  void Fail(absl::Status why);
 
   std::vector<Tensor> arrays_;
   mutable absl::Mutex mu_;

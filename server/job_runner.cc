@@ -93,7 +93,14 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   absl::Status received;
   fanout.Run(
       [&](int64_t d, ShardChannel& ch) {
-        return RunShardCall(job_id, plan, d, context, inputs, ch);
+        absl::StatusOr<DeviceResult> r =
+            RunShardCall(job_id, plan, d, context, inputs, ch);
+        // The job is over: a device still waiting for the client's bytes
+        // need not wait for the rest of the upload.
+        if (!r.ok()) {
+          inputs.Stop(absl::CancelledError("another device of the job failed"));
+        }
+        return r;
       },
       cancelled,
       [&] {

@@ -4,8 +4,12 @@
 
 namespace shardmap {
 
-OutputBuffers::OutputBuffers(const JobPlan& plan, uint64_t max_bytes)
-    : plan_(plan), max_bytes_(max_bytes), outputs_(plan.out_specs.size()) {}
+OutputBuffers::OutputBuffers(const JobPlan& plan, uint64_t max_job_bytes)
+    : plan_(plan),
+      budget_(max_job_bytes > plan.input_bytes()
+                  ? max_job_bytes - plan.input_bytes()
+                  : 0),
+      outputs_(plan.out_specs.size()) {}
 
 ChunkSequencer::Sink OutputBuffers::SinkFor(size_t o, int64_t d,
                                             const ArrayMeta& block) {
@@ -19,8 +23,9 @@ ChunkSequencer::Sink OutputBuffers::SinkFor(size_t o, int64_t d,
         plan_.mesh, plan_.out_specs[o], block.shape, "out_specs", "output");
     if (!layout.ok()) return nullptr;
     absl::StatusOr<Tensor> whole =
-        Tensor::Create(block.dtype, layout->global_shape(), max_bytes_);
+        Tensor::Create(block.dtype, layout->global_shape(), budget_);
     if (!whole.ok()) return nullptr;
+    budget_ -= whole->num_bytes();
     out.layout = *std::move(layout);
     out.whole = *std::move(whole);
   }

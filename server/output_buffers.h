@@ -24,8 +24,10 @@ namespace shardmap {
 
 class OutputBuffers {
  public:
-  // Outputs of `plan`; none larger than `max_bytes` is allocated.
-  OutputBuffers(const JobPlan& plan, uint64_t max_bytes);
+  // Outputs of `plan`, which with the job's arguments may total at most
+  // `max_job_bytes`: an output that would pass it is not allocated (its
+  // devices keep their blocks, and the job is refused as they arrive).
+  OutputBuffers(const JobPlan& plan, uint64_t max_job_bytes);
 
   // A sink that places device `d`'s block of output `o` (the block its
   // header announced) into the whole output, which the first block asked
@@ -47,8 +49,8 @@ class OutputBuffers {
   };
 
   const JobPlan& plan_;
-  const uint64_t max_bytes_;
   absl::Mutex mu_;
+  uint64_t budget_ ABSL_GUARDED_BY(mu_);  // bytes left for whole outputs
   std::vector<Output> outputs_ ABSL_GUARDED_BY(mu_);
 };
 

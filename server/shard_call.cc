@@ -131,6 +131,14 @@ absl::Status SendArguments(const JobPlan& plan, int64_t d,
     if (!arrived.ok()) return arrived;
     if (!ok) return absl::CancelledError("the worker's stream broke");
   }
+  // The last piece (held by `out`) lets the worker start the function, so
+  // it goes only once every argument is in: the devices start together
+  // and none waits in a collective for a peer whose block is still
+  // arriving from the client (a wait the collective timeout bounds).
+  for (size_t i = 0; i < plan.args.size(); ++i) {
+    SHARD_RETURN_IF_ERROR(
+        inputs.Await(i, inputs.arrays()[i].num_bytes(), deadline));
+  }
   return absl::OkStatus();
 }
 

@@ -86,7 +86,8 @@ TEST(ArrivingInputsTest, AWaiterGoesOnceItsPrefixIsIn) {
   EXPECT_EQ((*inputs)->arrays()[1].data_as<float>()[0], -7.0f);
 }
 
-// The client's error ends the waits, those already waiting and later ones.
+// The client's error ends the waits for bytes that never came, whether
+// they began before or after it.
 TEST(ArrivingInputsTest, TheClientsErrorEndsEveryWait) {
   const size_t n = 3 * kChunkBytes / sizeof(float);
   const Tensor a = Iota(n, 0);
@@ -135,6 +136,43 @@ TEST(ArrivingInputsTest, HashesTheChunksItReceives) {
   }
   EXPECT_NE(hashes[0], 0u);
   EXPECT_NE(hashes[0], hashes[1]);
+}
+
+// A client that goes away midway is CANCELLED, not a malformed upload.
+TEST(ArrivingInputsTest, AClientThatWentAwayIsCancelled) {
+  const size_t n = 3 * kChunkBytes / sizeof(float);
+  const Tensor a = Iota(n, 0);
+  const Tensor b = Iota(1, 0);
+  FakeJobStream stream(AnySpec(), {&a, &b});
+  v1::RunJobRequest spec;
+  ASSERT_TRUE(stream.Read(&spec));
+  stream.BeforeRead([&](size_t i) {
+    if (i < 2) return true;
+    stream.Cancel();
+    return false;
+  });
+  auto inputs = ArrivingInputs::ForPlan(TwoArguments(n));
+  ASSERT_TRUE(inputs.ok());
+  const absl::Status received = (*inputs)->Receive(&stream, nullptr);
+  EXPECT_TRUE(StatusIs(received, absl::StatusCode::kCancelled,
+                       {"the client went away while sending its arguments",
+                        "argument 0 has 1048576 of its 3145728 bytes"}));
+  EXPECT_EQ((*inputs)->Await(1, 4, absl::InfinitePast()), received);
+}
+
+// Stop (another device failed) ends the waits for what has not come; what
+// has come may still be read.
+TEST(ArrivingInputsTest, StopEndsTheWaitsForWhatHasNotCome) {
+  auto inputs = ArrivingInputs::ForPlan(TwoArguments(8));
+  ASSERT_TRUE(inputs.ok());
+  absl::Status waited;
+  std::thread waiter(
+      [&] { waited = (*inputs)->Await(0, 32, absl::Now() + kLong); });
+  (*inputs)->Stop(absl::CancelledError("another device of the job failed"));
+  waiter.join();
+  EXPECT_TRUE(StatusIs(waited, absl::StatusCode::kCancelled,
+                       {"another device of the job failed"}));
+  EXPECT_TRUE((*inputs)->Await(0, 0, absl::InfinitePast()).ok());
 }
 
 }  // namespace

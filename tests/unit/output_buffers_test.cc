@@ -75,13 +75,22 @@ TEST(OutputBuffersTest, ABlockUnlikeTheFirstGetsNoSink) {
   EXPECT_EQ(whole->shape(), (Shape{4}));
 }
 
-// An output over the limit, or a block whose rank the spec does not fit,
-// is left to the assembly, which reports it.
+// An output over the limit (with the outputs allocated before it), or a
+// block whose rank the spec does not fit, is left to the assembly, which
+// reports it.
 TEST(OutputBuffersTest, AnOutputThatCannotBeMadeGetsNoSink) {
   const JobPlan plan = PlanOn("P('x', 'y')");
   OutputBuffers small(plan, 64);
   EXPECT_EQ(small.SinkFor(0, 0, ArrayMeta{DType::kFloat32, {3, 3}}), nullptr);
   EXPECT_FALSE(small.Take(0).has_value());
+  // Whole outputs share one budget: the second no longer fits.
+  JobPlan two = plan;
+  two.out_specs.push_back(two.out_specs[0]);
+  OutputBuffers shared(two, 200);
+  EXPECT_NE(shared.SinkFor(0, 0, ArrayMeta{DType::kFloat32, {2, 2}}), nullptr);
+  EXPECT_EQ(shared.SinkFor(1, 0, ArrayMeta{DType::kFloat32, {3, 3}}), nullptr);
+  EXPECT_TRUE(shared.Take(0).has_value());
+  EXPECT_FALSE(shared.Take(1).has_value());
   OutputBuffers rank(plan, 1 << 20);
   EXPECT_EQ(rank.SinkFor(0, 0, ArrayMeta{DType::kFloat32, {3}}), nullptr);
   EXPECT_EQ(rank.SinkFor(0, 1, ArrayMeta{DType::kFloat32, {3}}), nullptr);
