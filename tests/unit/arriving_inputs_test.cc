@@ -40,7 +40,18 @@ Tensor Iota(size_t n, float from) {
   return t;
 }
 
-v1::JobSpec AnySpec() { return v1::JobSpec(); }
+// A client's upload of a (three chunks, 0, 1, 2, ...) and b (-7), whose
+// JobSpec the service has read already.
+struct Upload {
+  static constexpr size_t kElements = 3 * kChunkBytes / sizeof(float);
+  const Tensor a = Iota(kElements, 0);
+  const Tensor b = Iota(1, -7);
+  FakeJobStream stream{v1::JobSpec(), {&a, &b}};
+  Upload() {
+    v1::RunJobRequest spec;
+    stream.Read(&spec);
+  }
+};
 
 TEST(ArrivingInputsTest, WholeArraysNeverWait) {
   std::vector<Tensor> arrays;
@@ -53,12 +64,9 @@ TEST(ArrivingInputsTest, WholeArraysNeverWait) {
 // A waiter for the first chunk's bytes is let go while the client still
 // holds back its later chunks; then every byte is where it belongs.
 TEST(ArrivingInputsTest, AWaiterGoesOnceItsPrefixIsIn) {
-  const size_t n = 3 * kChunkBytes / sizeof(float);
-  const Tensor a = Iota(n, 0);
-  const Tensor b = Iota(1, -7);
-  FakeJobStream stream(AnySpec(), {&a, &b});
-  v1::RunJobRequest spec;
-  ASSERT_TRUE(stream.Read(&spec));  // the service reads the JobSpec first
+  Upload upload;
+  const size_t n = Upload::kElements;
+  FakeJobStream& stream = upload.stream;
   auto inputs = ArrivingInputs::ForPlan(TwoArguments(n));
   ASSERT_TRUE(inputs.ok()) << inputs.status();
   absl::Notification first_served;
@@ -89,12 +97,9 @@ TEST(ArrivingInputsTest, AWaiterGoesOnceItsPrefixIsIn) {
 // The client's error ends the waits for bytes that never came, whether
 // they began before or after it.
 TEST(ArrivingInputsTest, TheClientsErrorEndsEveryWait) {
-  const size_t n = 3 * kChunkBytes / sizeof(float);
-  const Tensor a = Iota(n, 0);
-  const Tensor b = Iota(1, 0);
-  FakeJobStream stream(AnySpec(), {&a, &b});
-  v1::RunJobRequest spec;
-  ASSERT_TRUE(stream.Read(&spec));
+  Upload upload;
+  const size_t n = Upload::kElements;
+  FakeJobStream& stream = upload.stream;
   stream.requests()[2].mutable_chunk()->set_offset(5);  // a hole
   auto inputs = ArrivingInputs::ForPlan(TwoArguments(n));
   ASSERT_TRUE(inputs.ok());
@@ -127,7 +132,7 @@ TEST(ArrivingInputsTest, HashesTheChunksItReceives) {
   for (int k = 0; k < 2; ++k) {
     Tensor a2 = Iota(8, 0);
     a2.data_as<float>()[7] += static_cast<float>(k);
-    FakeJobStream stream(AnySpec(), {&a2, &b});
+    FakeJobStream stream(v1::JobSpec(), {&a2, &b});
     v1::RunJobRequest spec;
     ASSERT_TRUE(stream.Read(&spec));
     auto inputs = ArrivingInputs::ForPlan(TwoArguments(8));
@@ -140,12 +145,9 @@ TEST(ArrivingInputsTest, HashesTheChunksItReceives) {
 
 // A client that goes away midway is CANCELLED, not a malformed upload.
 TEST(ArrivingInputsTest, AClientThatWentAwayIsCancelled) {
-  const size_t n = 3 * kChunkBytes / sizeof(float);
-  const Tensor a = Iota(n, 0);
-  const Tensor b = Iota(1, 0);
-  FakeJobStream stream(AnySpec(), {&a, &b});
-  v1::RunJobRequest spec;
-  ASSERT_TRUE(stream.Read(&spec));
+  Upload upload;
+  const size_t n = Upload::kElements;
+  FakeJobStream& stream = upload.stream;
   stream.BeforeRead([&](size_t i) {
     if (i < 2) return true;
     stream.Cancel();
