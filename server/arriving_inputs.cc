@@ -10,9 +10,15 @@
 namespace shardmap {
 
 ArrivingInputs::ArrivingInputs(std::vector<Tensor> arrays)
-    : arrays_(std::move(arrays)) {
+    : ArrivingInputs(std::move(arrays), /*whole=*/true) {}
+
+ArrivingInputs::ArrivingInputs(std::vector<Tensor> arrays, bool whole)
+    : arrays_(std::move(arrays)), arrived_(arrays_.size(), 0) {
+  if (!whole) return;
   absl::MutexLock lock(&mu_);
-  for (const Tensor& t : arrays_) arrived_.push_back(t.num_bytes());
+  for (size_t i = 0; i < arrays_.size(); ++i) {
+    arrived_[i] = arrays_[i].num_bytes();
+  }
 }
 
 absl::StatusOr<std::unique_ptr<ArrivingInputs>> ArrivingInputs::ForPlan(
@@ -27,10 +33,8 @@ absl::StatusOr<std::unique_ptr<ArrivingInputs>> ArrivingInputs::ForPlan(
                            Tensor::Create(a.meta.dtype, a.meta.shape));
     arrays.push_back(std::move(t));
   }
-  auto inputs = std::make_unique<ArrivingInputs>(std::move(arrays));
-  absl::MutexLock lock(&inputs->mu_);
-  for (size_t& n : inputs->arrived_) n = 0;
-  return inputs;
+  return std::unique_ptr<ArrivingInputs>(
+      new ArrivingInputs(std::move(arrays), /*whole=*/false));
 }
 
 void ArrivingInputs::Arrived(size_t arg, size_t end) {

@@ -59,6 +59,8 @@ class ArrivingInputs {
   void Release();
 
  private:
+  // `whole`: every byte has arrived.
+  ArrivingInputs(std::vector<Tensor> arrays, bool whole);
   void Arrived(size_t arg, size_t end);
 
   std::vector<Tensor> arrays_;

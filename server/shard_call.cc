@@ -96,12 +96,13 @@ v1::ShardRequest JobRequest(const std::string& job_id, const JobPlan& plan,
 }
 
 // Hands device `d`'s blocks of the arguments that travel with the job to
-// `out`, each piece as soon as the client's bytes it needs are in. An error
-// if the client's arguments failed or did not come in time, CANCELLED if
-// the stream broke.
-absl::Status SendArguments(const JobPlan& plan, int64_t d,
-                           const ArrivingInputs& inputs, absl::Time deadline,
-                           TailWriter<v1::ShardRequest>& out) {
+// `out`, each piece as soon as the client's bytes it needs are in. False if
+// the stream broke; an error if the arguments failed or did not come in
+// time (ArrivingInputs::Await), or the job ended elsewhere.
+absl::StatusOr<bool> SendArguments(const JobPlan& plan, int64_t d,
+                                   const ArrivingInputs& inputs,
+                                   absl::Time deadline,
+                                   TailWriter<v1::ShardRequest>& out) {
   for (size_t i = 0; i < plan.args.size(); ++i) {
     const ArgPlan& a = plan.args[i];
     if (a.resident.has_value()) continue;  // the worker fetches it
@@ -129,7 +130,7 @@ absl::Status SendArguments(const JobPlan& plan, int64_t d,
                   },
                   push, ready);
     if (!arrived.ok()) return arrived;
-    if (!ok) return absl::CancelledError("the worker's stream broke");
+    if (!ok) return false;
   }
   // The last piece (held by `out`) lets the worker start the function, so
   // it goes only once every argument is in: the devices start together
@@ -139,7 +140,7 @@ absl::Status SendArguments(const JobPlan& plan, int64_t d,
     SHARD_RETURN_IF_ERROR(
         inputs.Await(i, inputs.arrays()[i].num_bytes(), deadline));
   }
-  return absl::OkStatus();
+  return true;
 }
 
 // Takes the worker's ShardOutputs and reads the chunks of the outputs the
@@ -225,16 +226,15 @@ absl::StatusOr<DeviceResult> RunShardCall(const std::string& job_id,
   TailWriter<v1::ShardRequest> out([&](const v1::ShardRequest& r, bool last) {
     return last && !context.two_phase ? ch.WriteLast(r) : ch.Write(r);
   });
-  absl::Status sent =
+  const absl::StatusOr<bool> sent =
       out.Push(JobRequest(job_id, plan, d, context))
           ? SendArguments(plan, d, inputs, context.deadline, out)
-          : absl::CancelledError("the worker's stream broke");
-  // The client's arguments failing is the job's error, not the stream's.
-  if (!sent.ok() && sent.code() != absl::StatusCode::kCancelled) {
-    return Abandon(ch, sent);
-  }
+          : false;
+  // Arguments that failed end the call with their own error, not the
+  // stream's.
+  if (!sent.ok()) return Abandon(ch, sent.status());
   v1::ShardResponse response;
-  if (!sent.ok() || !out.Close() || !ch.Read(&response)) {
+  if (!*sent || !out.Close() || !ch.Read(&response)) {
     absl::Status s = ch.Finish();
     if (s.ok()) {
       s = absl::InternalError("worker closed the stream without outputs");

@@ -94,8 +94,9 @@ TEST(ArrivingInputsTest, AWaiterGoesOnceItsPrefixIsIn) {
   EXPECT_EQ((*inputs)->arrays()[1].data_as<float>()[0], -7.0f);
 }
 
-// The client's error ends the waits for bytes that never came, whether
-// they began before or after it.
+// The client's error ends the waits for bytes that never came: one that
+// runs while the bad chunk is read (or, if its thread starts late, begins
+// just after) and one begun well after.
 TEST(ArrivingInputsTest, TheClientsErrorEndsEveryWait) {
   Upload upload;
   const size_t n = Upload::kElements;
