@@ -26,6 +26,7 @@ BufferCache& BufferCache::Global() {
 BufferCache::~BufferCache() { Clear(); }
 
 uint8_t* BufferCache::Allocate(size_t bytes) {
+  std::vector<uint8_t*> released;
   if (bytes >= kMinBytes) {
     absl::MutexLock lock(&mu_);
     // Newest first: the likeliest to be still in the CPU's caches.
@@ -37,7 +38,16 @@ uint8_t* BufferCache::Allocate(size_t bytes) {
         return p;
       }
     }
+    // A new buffer takes the place of cached ones.
+    size_t freed = 0;
+    while (freed < bytes && !free_.empty()) {
+      freed += free_.front().first;
+      cached_ -= free_.front().first;
+      released.push_back(free_.front().second);
+      free_.pop_front();
+    }
   }
+  for (uint8_t* q : released) DeleteBuffer(q);
   return NewBuffer(bytes);
 }
 

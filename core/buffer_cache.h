@@ -9,6 +9,12 @@
 // same size (repeated jobs and steps have the same shapes). The oldest are
 // released first when the capacity would be exceeded.
 //
+// The cache never makes the process bigger than it was: an allocation it
+// cannot serve first releases cached buffers (oldest first) of at least
+// its size, or all of them, so the bytes in use plus the bytes cached never
+// pass the most the process ever had in use at once. The capacity only
+// bounds what a quiet process keeps until IdleRelease empties the cache.
+//
 // Thread-safe.
 #ifndef SHARDMAP_CORE_BUFFER_CACHE_H_
 #define SHARDMAP_CORE_BUFFER_CACHE_H_
@@ -27,7 +33,7 @@ class BufferCache {
  public:
   static constexpr size_t kMinBytes = 1 << 20;
   static constexpr size_t kAlignment = 64;
-  static constexpr size_t kDefaultCapacity = 128 << 20;
+  static constexpr size_t kDefaultCapacity = size_t{1} << 30;
 
   // The cache Tensor allocates from.
   static BufferCache& Global();
