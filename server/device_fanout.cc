@@ -38,8 +38,22 @@ void DeviceFanout::Abort() {
   }
 }
 
+void DeviceFanout::Watch(const std::function<bool()>& cancelled) {
+  std::vector<bool> returned;
+  {
+    absl::MutexLock lock(&mu_);
+    returned = returned_;
+  }
+  if (cancelled && cancelled()) Abort();  // the client left
+  for (int64_t d = 0; options_.check_live && d < n_; ++d) {
+    if (!lost_[d].ok() || returned[d]) continue;
+    lost_[d] = options_.check_live(workers_[d]);
+    if (!lost_[d].ok()) Abort();
+  }
+}
+
 void DeviceFanout::Run(const Call& call, const std::function<bool()>& cancelled,
-                       const std::function<void()>& meanwhile) {
+                       const Meanwhile& meanwhile) {
   const LogContext log_context = CurrentLogContext();
   started_ = n_;
   for (int64_t d = 0; d < n_; ++d) {
@@ -73,21 +87,15 @@ void DeviceFanout::Run(const Call& call, const std::function<bool()>& cancelled,
       ++ended->tasks;
     });
   }
-  if (meanwhile) meanwhile();
+  if (meanwhile) meanwhile([this, &cancelled] { Watch(cancelled); });
   auto all_done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return done_ == n_;
   };
   mu_.Lock();
   while (!mu_.AwaitWithTimeout(absl::Condition(&all_done),
                                options_.liveness_poll)) {
-    const std::vector<bool> returned = returned_;
     mu_.Unlock();
-    if (cancelled && cancelled()) Abort();  // the client left
-    for (int64_t d = 0; options_.check_live && d < n_; ++d) {
-      if (!lost_[d].ok() || returned[d]) continue;
-      lost_[d] = options_.check_live(workers_[d]);
-      if (!lost_[d].ok()) Abort();
-    }
+    Watch(cancelled);
     mu_.Lock();
   }
   mu_.Unlock();

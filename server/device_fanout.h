@@ -55,12 +55,18 @@ class DeviceFanout {
                absl::Time deadline);
   ~DeviceFanout();
 
+  // Work of the job's own thread while its devices run. `watch` checks
+  // the client and the workers once, as the fan-out does every
+  // liveness_poll while it waits: a long wait in it should run `watch`
+  // that often.
+  using Meanwhile = std::function<void(const std::function<void()>& watch)>;
+
   // Runs `call` for every device, each on its own stream; returns once
   // every call has returned. `cancelled` (may be null) returning true
   // aborts every device. `meanwhile` (may be null) runs on this thread
   // once the calls have started, before the watching begins.
   void Run(const Call& call, const std::function<bool()>& cancelled,
-           const std::function<void()>& meanwhile = nullptr);
+           const Meanwhile& meanwhile = nullptr);
   // Per device: what its call returned.
   std::vector<absl::StatusOr<DeviceResult>>& results() { return results_; }
   // Per device: UNAVAILABLE from check_live if its worker was found lost
@@ -75,6 +81,8 @@ class DeviceFanout {
  private:
   // Cancels every open stream, and those opened later.
   void Abort();
+  // Aborts if the client left or a running device's worker is lost.
+  void Watch(const std::function<bool()>& cancelled);
 
   const Options options_;
   DeviceThreads* const threads_;      // Not owned.

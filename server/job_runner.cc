@@ -48,14 +48,15 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
     const std::vector<WorkerPool::Worker>& workers, absl::Time deadline,
     const std::function<bool()>& cancelled) {
   ArrivingInputs whole(std::move(inputs));
-  return Run(job_id, plan, whole, nullptr, workers, deadline, cancelled);
+  return Run(job_id, plan, whole, nullptr, workers, deadline, cancelled,
+             nullptr);
 }
 
 absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
     const std::string& job_id, const JobPlan& plan, ArrivingInputs& inputs,
     const std::function<absl::Status()>& receive,
     const std::vector<WorkerPool::Worker>& workers, absl::Time deadline,
-    const std::function<bool()>& cancelled) {
+    const std::function<bool()>& cancelled, ResultSink* sink) {
   const Running running(&running_);
   SHARD_ASSIGN_OR_RETURN(ResidentCommit commit,
                          ResidentCommit::Begin(plan, index_));
@@ -91,6 +92,7 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   DeviceFanout fanout(fanout_options, &device_threads_, connector_, workers,
                       deadline);
   absl::Status received;
+  absl::StatusOr<bool> streamed = false;
   fanout.Run(
       [&](int64_t d, ShardChannel& ch) {
         absl::StatusOr<DeviceResult> r =
@@ -98,13 +100,21 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
         // The job is over: a device still waiting for the client's bytes
         // need not wait for the rest of the upload.
         if (!r.ok()) {
-          inputs.Stop(absl::CancelledError("another device of the job failed"));
+          const absl::Status why =
+              absl::CancelledError("another device of the job failed");
+          inputs.Stop(why);
+          buffers.Stop(why);
         }
         return r;
       },
       cancelled,
-      [&] {
+      [&](const std::function<void()>& watch) {
         if (receive) received = receive();
+        if (received.ok() && sink != nullptr) {
+          streamed = StreamOutputs(
+              plan, workers, buffers, *sink, deadline,
+              OutputBuffers::Watch{options_.liveness_poll, watch});
+        }
       });
   // A device that failed may never have received its header: its worker's
   // later jobs must not wait for its ticket.
@@ -115,10 +125,12 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   }
   inputs.Release();
   // The client's own error comes first: the devices' are its consequences.
-  const absl::Status failed =
-      !received.ok() ? received
-                     : AttributeFailure(job_id, plan, workers, fanout.lost(),
-                                        fanout.results());
+  absl::Status failed = !received.ok()
+                            ? received
+                            : AttributeFailure(job_id, plan, workers,
+                                               fanout.lost(), fanout.results());
+  // Then the streaming's own (the checks', or the client's leaving).
+  if (failed.ok()) failed = streamed.status();
   absl::StatusOr<std::vector<JobOutput>> outcome =
       failed.ok() ? AssembleOutputs(plan, workers, fanout.results(),
                                     options_.max_job_bytes, &buffers)

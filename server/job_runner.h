@@ -28,6 +28,7 @@
 #include "server/arriving_inputs.h"
 #include "server/job_links.h"
 #include "server/job_results.h"
+#include "server/output_streaming.h"
 #include "server/planner.h"
 #include "server/resident_index.h"
 #include "server/shard_channel.h"
@@ -89,12 +90,15 @@ class JobRunner {
   // devices start at once and send each piece of their blocks as it comes
   // in, while `receive` (called once, on this thread, after the devices
   // started) reads the rest into `inputs`. An error from `receive` is the
-  // job's error.
+  // job's error. With a `sink`, the returned outputs stream to it as the
+  // devices send them (server/output_streaming.h), on this thread after
+  // `receive`, when they can; the outputs returned are the same.
   absl::StatusOr<std::vector<JobOutput>> Run(
       const std::string& job_id, const JobPlan& plan, ArrivingInputs& inputs,
       const std::function<absl::Status()>& receive,
       const std::vector<WorkerPool::Worker>& workers, absl::Time deadline,
-      const std::function<bool()>& cancelled = nullptr);
+      const std::function<bool()>& cancelled = nullptr,
+      ResultSink* sink = nullptr);
 
  private:
   // Hands out each worker's next job tickets; see worker/job_sequencer.h.

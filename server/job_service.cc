@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -79,6 +80,32 @@ class Running {
  private:
   std::atomic<int>* const n_;
   const int others_;
+};
+
+// The job's client as the runner streams it the outputs: the result is
+// made when their headers are known.
+class ClientSink : public ResultSink {
+ public:
+  using MakeResult =
+      std::function<v1::JobResult(const std::vector<JobOutput>&)>;
+  ClientSink(ResultWriter* writer, MakeResult make)
+      : writer_(writer), make_(std::move(make)) {}
+
+  bool Begin(const std::vector<JobOutput>& outputs) override {
+    result_ = make_(outputs);
+    return writer_->Result(*result_);
+  }
+  bool Chunk(uint32_t index, uint64_t offset, const uint8_t* data,
+             size_t size) override {
+    return writer_->Chunk(index, offset, data, size);
+  }
+  // Set once Begin was called.
+  const std::optional<v1::JobResult>& result() const { return result_; }
+
+ private:
+  ResultWriter* const writer_;
+  const MakeResult make_;
+  std::optional<v1::JobResult> result_;
 };
 
 }  // namespace
@@ -199,25 +226,35 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
   const bool donates = std::any_of(plan.args.begin(), plan.args.end(),
                                    [](const ArgPlan& a) { return a.donated; });
   if (donates) SHARD_RETURN_IF_ERROR(receive());
+  auto make_result = [&](const std::vector<JobOutput>& outputs) {
+    v1::JobResult result;
+    result.set_job_id(job_id);
+    result.set_num_devices(static_cast<int32_t>(plan.mesh.num_devices()));
+    for (const JobOutput& out : outputs) {
+      *result.add_outputs() = HeaderToProto(out.meta.dtype, out.meta.shape);
+      result.add_stored_as(out.stored_as);
+    }
+    AddTreeResult(spec, plan, &result);
+    result.set_seconds(absl::ToDoubleSeconds(absl::Now() - call.start));
+    return result;
+  };
+  ResultWriter writer(stream);
+  ClientSink sink(&writer, make_result);
   SHARD_ASSIGN_OR_RETURN(
       std::vector<JobOutput> outputs,
-      runner_->Run(job_id, plan, *inputs,
-                   donates ? std::function<absl::Status()>() : receive, workers,
-                   call.deadline, [stream] { return stream->cancelled(); }));
-
-  v1::JobResult result;
-  result.set_job_id(job_id);
-  result.set_num_devices(static_cast<int32_t>(plan.mesh.num_devices()));
+      runner_->Run(
+          job_id, plan, *inputs,
+          donates ? std::function<absl::Status()>() : receive, workers,
+          call.deadline, [stream] { return stream->cancelled(); }, &sink));
+  // The result went out already if the outputs streamed.
+  const v1::JobResult result =
+      sink.result().has_value() ? *sink.result() : make_result(outputs);
   std::vector<std::shared_ptr<const Tensor>> returned;
   for (JobOutput& out : outputs) {
-    *result.add_outputs() = HeaderToProto(out.meta.dtype, out.meta.shape);
-    result.add_stored_as(out.stored_as);
     returned.push_back(out.data.has_value() ? std::make_shared<const Tensor>(
                                                   *std::move(out.data))
                                             : nullptr);
   }
-  AddTreeResult(spec, plan, &result);
-  result.set_seconds(absl::ToDoubleSeconds(absl::Now() - call.start));
   // The job is applied: from here a retry with its call_id must get this
   // answer, even if this one never reaches the client.
   if (claim != nullptr) {
@@ -229,7 +266,10 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
     claim->Finish(std::move(outcome));
   }
   held.reset();
-  return SendResult(result, returned, stream);
+  if (!writer.begun()) return SendResult(result, returned, stream);
+  // Only the last chunk, held back for the status, is left.
+  if (!writer.Close()) return absl::CancelledError("client went away");
+  return absl::OkStatus();
 }
 
 }  // namespace shardmap

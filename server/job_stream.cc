@@ -14,27 +14,47 @@ uint64_t ChunkHash(uint64_t hash, const v1::ArrayChunk& chunk) {
                       absl::string_view(chunk.data()));
 }
 
+ResultWriter::ResultWriter(JobStream* stream)
+    : out_([stream](const v1::RunJobResponse& r, bool last) {
+        return last ? stream->WriteLast(r) : stream->Write(r);
+      }) {}
+
+bool ResultWriter::Result(const v1::JobResult& result) {
+  begun_ = true;
+  v1::RunJobResponse response;
+  *response.mutable_result() = result;
+  return out_.Push(std::move(response));
+}
+
+bool ResultWriter::Chunk(uint32_t index, uint64_t offset, const uint8_t* data,
+                         size_t size) {
+  v1::RunJobResponse response;
+  v1::ArrayChunk* chunk = response.mutable_chunk();
+  chunk->set_index(index);
+  chunk->set_offset(offset);
+  chunk->set_data(data, size);
+  return out_.Push(std::move(response));
+}
+
+bool ResultWriter::Output(uint32_t index, const Tensor& output) {
+  return SendTensorChunks(index, output, [this](v1::ArrayChunk&& chunk) {
+    v1::RunJobResponse r;
+    *r.mutable_chunk() = std::move(chunk);
+    return out_.Push(std::move(r));
+  });
+}
+
+bool ResultWriter::Close() { return out_.Close(); }
+
 absl::Status SendResult(const v1::JobResult& result,
                         const std::vector<std::shared_ptr<const Tensor>>& outs,
                         JobStream* stream) {
-  // The last message leaves with the call's status.
-  TailWriter<v1::RunJobResponse> out(
-      [stream](const v1::RunJobResponse& r, bool last) {
-        return last ? stream->WriteLast(r) : stream->Write(r);
-      });
+  ResultWriter out(stream);
   const absl::Status gone = absl::CancelledError("client went away");
-  v1::RunJobResponse response;
-  *response.mutable_result() = result;
-  if (!out.Push(std::move(response))) return gone;
+  if (!out.Result(result)) return gone;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (outs[i] == nullptr) continue;  // stored, not returned
-    const bool ok = SendTensorChunks(static_cast<uint32_t>(i), *outs[i],
-                                     [&](v1::ArrayChunk&& chunk) {
-                                       v1::RunJobResponse r;
-                                       *r.mutable_chunk() = std::move(chunk);
-                                       return out.Push(std::move(r));
-                                     });
-    if (!ok) return gone;
+    if (!out.Output(static_cast<uint32_t>(i), *outs[i])) return gone;
   }
   if (!out.Close()) return gone;
   return absl::OkStatus();

@@ -14,6 +14,7 @@
 #include "core/tensor.h"
 #include "server/planner.h"
 #include "shardmap/v1/coordinator.pb.h"
+#include "wire/tail_writer.h"
 
 namespace shardmap {
 
@@ -38,6 +39,31 @@ class JobStream {
 // Folds one argument chunk into the hash of a job's data: a retry under
 // the same call_id must send the same data.
 uint64_t ChunkHash(uint64_t hash, const v1::ArrayChunk& chunk);
+
+// Writes a job's answer to its client: the result, then the chunks of its
+// returned outputs, output by output, each in order. The last message is
+// held back until Close, so that it leaves with the call's status: a job
+// that fails after its outputs began to stream never hands its client a
+// whole answer. Every call returns false once the client went away.
+class ResultWriter {
+ public:
+  explicit ResultWriter(JobStream* stream);
+
+  bool Result(const v1::JobResult& result);
+  // Bytes [offset, offset + size) of output `index`, in one chunk
+  // (size at most kChunkBytes).
+  bool Chunk(uint32_t index, uint64_t offset, const uint8_t* data, size_t size);
+  // All of output `index`, as chunks.
+  bool Output(uint32_t index, const Tensor& output);
+  // Writes the held message with WriteLast: nothing may be written after.
+  bool Close();
+  // True once Result was called.
+  bool begun() const { return begun_; }
+
+ private:
+  TailWriter<v1::RunJobResponse> out_;
+  bool begun_ = false;
+};
 
 // Sends a job's result, then its returned outputs (by output; null: stored,
 // not returned) as chunks, the last of them with WriteLast: nothing may be

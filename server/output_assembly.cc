@@ -27,8 +27,7 @@ absl::Status DescribeFailure(const absl::Status& s, const std::string& device) {
 // Every device's blocks of each output have one dtype and shape, which
 // fits its out_spec: the outputs' layouts.
 absl::StatusOr<std::vector<BlockLayout>> OutputLayouts(
-    const JobPlan& plan,
-    const std::vector<absl::StatusOr<DeviceResult>>& results) {
+    const JobPlan& plan, const std::vector<const DeviceResult*>& results) {
   const std::string fn = plan.function.name();
   std::vector<BlockLayout> layouts;
   for (size_t o = 0; o < plan.out_specs.size(); ++o) {
@@ -112,28 +111,40 @@ absl::Status AttributeFailure(
   return *first;
 }
 
+absl::StatusOr<std::vector<JobOutput>> OutputHeaders(
+    const JobPlan& plan, const std::vector<WorkerPool::Worker>& workers,
+    const std::vector<const DeviceResult*>& results,
+    std::vector<BlockLayout>* layouts) {
+  SHARD_ASSIGN_OR_RETURN(*layouts, OutputLayouts(plan, results));
+  std::vector<const DeviceDigests*> digests;
+  for (const DeviceResult* r : results) digests.push_back(&r->digests);
+  SHARD_RETURN_IF_ERROR(CheckReplication(plan, digests, [&](int64_t d) {
+    return DeviceName(plan, d, workers[d]);
+  }));
+  std::vector<JobOutput> outputs;
+  for (size_t o = 0; o < plan.out_specs.size(); ++o) {
+    JobOutput out;
+    out.meta =
+        ArrayMeta{results[0]->outputs[o].dtype, (*layouts)[o].global_shape()};
+    out.stored_as = plan.StoredAs(o);
+    outputs.push_back(std::move(out));
+  }
+  return outputs;
+}
+
 absl::StatusOr<std::vector<JobOutput>> AssembleOutputs(
     const JobPlan& plan, const std::vector<WorkerPool::Worker>& workers,
     std::vector<absl::StatusOr<DeviceResult>>& results, uint64_t max_job_bytes,
     OutputBuffers* buffers) {
-  SHARD_ASSIGN_OR_RETURN(std::vector<BlockLayout> layouts,
-                         OutputLayouts(plan, results));
-  std::vector<const DeviceDigests*> digests;
-  for (const auto& r : results) digests.push_back(&r->digests);
-  SHARD_RETURN_IF_ERROR(CheckReplication(plan, digests, [&](int64_t d) {
-    return DeviceName(plan, d, workers[d]);
-  }));
-
-  std::vector<JobOutput> outputs;
+  std::vector<const DeviceResult*> devices;
+  for (const auto& r : results) devices.push_back(&*r);
+  std::vector<BlockLayout> layouts;
+  SHARD_ASSIGN_OR_RETURN(std::vector<JobOutput> outputs,
+                         OutputHeaders(plan, workers, devices, &layouts));
   for (size_t o = 0; o < plan.out_specs.size(); ++o) {
+    if (!plan.StoredAs(o).empty()) continue;  // stays on the workers
     const BlockLayout& layout = layouts[o];
-    const DType dtype = results[0]->outputs[o].dtype;
-    JobOutput result;
-    result.meta = ArrayMeta{dtype, layout.global_shape()};
-    if (!plan.StoredAs(o).empty()) {
-      outputs.push_back(std::move(result));  // stays on the workers
-      continue;
-    }
+    const DType dtype = outputs[o].meta.dtype;
     // The blocks already placed (all of them, with every block alike).
     std::optional<Tensor> placed =
         buffers != nullptr ? buffers->Take(o) : std::nullopt;
@@ -151,8 +162,7 @@ absl::StatusOr<std::vector<JobOutput>> AssembleOutputs(
       region.CopyIn(block->data(), 0, region.num_bytes(), out.data());
       block.reset();
     }
-    result.data = std::move(placed);
-    outputs.push_back(std::move(result));
+    outputs[o].data = std::move(placed);
   }
   return outputs;
 }

@@ -38,6 +38,15 @@ absl::Status AttributeFailure(
     const std::vector<absl::Status>& lost,
     const std::vector<absl::StatusOr<DeviceResult>>& results);
 
+// The checks AssembleOutputs makes, on what each device announced of its
+// outputs (`results`, by device; their blocks are not looked at): the
+// outputs' headers (stored_as set, data unset) and, in `layouts`, how
+// their blocks lie in them.
+absl::StatusOr<std::vector<JobOutput>> OutputHeaders(
+    const JobPlan& plan, const std::vector<WorkerPool::Worker>& workers,
+    const std::vector<const DeviceResult*>& results,
+    std::vector<BlockLayout>* layouts);
+
 // The job's outputs, once every device succeeded (`results` all OK).
 // INVALID_ARGUMENT when devices returned blocks of different shapes or
 // dtypes, blocks that do not fit out_specs, or copies that differ where a

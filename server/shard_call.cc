@@ -194,6 +194,8 @@ absl::StatusOr<DeviceResult> ReceiveOutputs(const JobPlan& plan, int64_t d,
     result.blocks.emplace_back(*std::move(t));
     sinks.push_back(ChunkSequencer::Into(*result.blocks.back()));
   }
+  // The job may stream the outputs on once every device got this far.
+  if (common.outputs != nullptr) common.outputs->Announce(d, result);
   ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "output");
   v1::ShardResponse response;
   while (!sequencer.done() && ch.Read(&response)) {

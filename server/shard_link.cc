@@ -285,8 +285,12 @@ bool LinkCall::Send(const v1::ShardRequest* request, bool writes_done) {
   message.set_writes_done(writes_done);
   if (first_message_) {
     first_message_ = false;
+    // Rounded up: the worker's deadline must not pass before ours, or a
+    // job that ran out of time would fail with the worker's error before
+    // the coordinator knows its own deadline passed.
     message.set_timeout_ms(std::max<int64_t>(
-        1, absl::ToInt64Milliseconds(deadline_ - absl::Now())));
+        1, absl::ToInt64Milliseconds(
+               absl::Ceil(deadline_ - absl::Now(), absl::Milliseconds(1)))));
     const LogContext& log = CurrentLogContext();
     if (!log.trace_id.empty()) {
       message.set_traceparent(

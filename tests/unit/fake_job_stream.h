@@ -44,7 +44,12 @@ class FakeJobStream final : public JobStream {
   }
   bool Write(const v1::RunJobResponse& response) override {
     responses_.push_back(response);
+    ++writes_;
     return true;
+  }
+  bool WriteLast(const v1::RunJobResponse& response) override {
+    wrote_last_ = true;
+    return Write(response);
   }
   bool cancelled() const override { return cancelled_; }
 
@@ -58,6 +63,10 @@ class FakeJobStream final : public JobStream {
   std::vector<v1::RunJobRequest>& requests() { return requests_; }
   // How many of the client's messages the service read.
   size_t reads() const { return next_; }
+  // How many messages the service wrote so far (any thread may ask).
+  size_t writes() const { return writes_; }
+  // True once the service wrote its last message (WriteLast).
+  bool wrote_last() const { return wrote_last_; }
   const std::vector<v1::RunJobResponse>& responses() const {
     return responses_;
   }
@@ -102,6 +111,8 @@ class FakeJobStream final : public JobStream {
   std::function<bool(size_t)> before_read_;
   size_t next_ = 0;
   std::vector<v1::RunJobResponse> responses_;
+  std::atomic<size_t> writes_{0};
+  bool wrote_last_ = false;
   std::atomic<bool> cancelled_{false};
 };
 

@@ -392,5 +392,54 @@ TEST_F(JobServiceTest, AJobThatDonatesReceivesItsArgumentsBeforeItStarts) {
   EXPECT_EQ(workers_.opened(), 1);
 }
 
+// Values 0, 1, ... 999, 0, ... over `chunks` chunks of float32.
+Tensor Ramp(size_t chunks) {
+  const size_t n = chunks * kChunkBytes / sizeof(float);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 1000);
+  return Floats(v);
+}
+
+// Cut-through outputs: the client gets the result and the first chunk of
+// the output while the worker still holds its last chunk back (until the
+// test releases it, so what was written before happened mid-job); the
+// last chunk leaves with the call's status.
+TEST_F(JobServiceTest, StreamsOutputChunksBeforeTheWorkerIsDone) {
+  const Tensor x = Ramp(3);
+  Service();
+  workers_.HoldLastNext(1);
+  auto job = Start(Spec("neg", x.shape()), x);
+  // The result, then the first chunk (the second is held behind it).
+  const bool streamed =
+      WaitUntil([&] { return job->stream->writes() >= 2; }, kLong);
+  EXPECT_TRUE(WaitUntil([&] { return workers_.waiting() == 1; }, kLong));
+  workers_.Release();
+  ASSERT_TRUE(job->Join().ok());
+  EXPECT_TRUE(streamed);
+  EXPECT_TRUE(job->stream->wrote_last());
+  const absl::StatusOr<Tensor> out = job->stream->Output(0);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(out->num_elements(), x.num_elements());
+  for (int64_t i = 0; i < x.num_elements(); ++i) {
+    ASSERT_EQ(out->data_as<float>()[i], -x.data_as<float>()[i]) << i;
+  }
+}
+
+// A client that leaves while its outputs stream never gets a whole
+// answer: the worker is cancelled, the job fails, and the chunk held back
+// for the status never goes out.
+TEST_F(JobServiceTest, AJobCancelledWhileItsOutputsStreamSendsNoLastChunk) {
+  const Tensor x = Ramp(3);
+  Service();
+  workers_.HoldLastNext(1);
+  auto job = Start(Spec("neg", x.shape()), x);
+  ASSERT_TRUE(WaitUntil([&] { return job->stream->writes() >= 2; }, kLong));
+  job->stream->Cancel();
+  EXPECT_TRUE(StatusIs(job->Join(), absl::StatusCode::kCancelled, {}));
+  EXPECT_EQ(workers_.cancelled(), 1);
+  EXPECT_FALSE(job->stream->wrote_last());
+  EXPECT_FALSE(job->stream->Output(0).ok());
+}
+
 }  // namespace
 }  // namespace shardmap

@@ -2,10 +2,12 @@
 // coordinator's job tests: one-device workers that answer every job at
 // once with each output the negated block of argument 0 (zeros for a
 // resident argument, whose data they never get), and can be told to hold
-// the next jobs until released.
+// the next jobs until released, before they answer or before their last
+// output chunk.
 #ifndef SHARDMAP_TESTS_UNIT_NEGATING_WORKERS_H_
 #define SHARDMAP_TESTS_UNIT_NEGATING_WORKERS_H_
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -17,6 +19,7 @@
 #include "absl/time/time.h"
 #include "core/tensor.h"
 #include "server/shard_channel.h"
+#include "wire/chunking.h"
 #include "wire/proto_convert.h"
 
 namespace shardmap {
@@ -27,6 +30,8 @@ struct NegatingWorkersState {
   int opened ABSL_GUARDED_BY(mu) = 0;
   // The next this many channels wait in their first Read until released.
   int hold_next ABSL_GUARDED_BY(mu) = 0;
+  // The next this many channels wait before their last message.
+  int hold_last_next ABSL_GUARDED_BY(mu) = 0;
   int waiting ABSL_GUARDED_BY(mu) = 0;     // channels held right now
   int64_t chunks ABSL_GUARDED_BY(mu) = 0;  // argument chunks received
   int cancelled ABSL_GUARDED_BY(mu) = 0;   // channels cancelled
@@ -37,8 +42,12 @@ struct NegatingWorkersState {
 // argument 0 (zeros for a resident argument, whose data it never gets).
 class NegatingChannel final : public ShardChannel {
  public:
-  NegatingChannel(NegatingWorkersState* state, bool held, absl::Time deadline)
-      : state_(state), held_(held), deadline_(deadline) {}
+  NegatingChannel(NegatingWorkersState* state, bool held, bool hold_last,
+                  absl::Time deadline)
+      : state_(state),
+        held_(held),
+        hold_last_(hold_last),
+        deadline_(deadline) {}
 
   bool Write(const v1::ShardRequest& request) override {
     if (request.has_job()) job_ = request.job();
@@ -59,6 +68,7 @@ class NegatingChannel final : public ShardChannel {
       answered_ = true;
     }
     if (next_ >= responses_.size()) return false;
+    if (hold_last_ && next_ + 1 == responses_.size() && !Wait()) return false;
     *response = responses_[next_++];
     return true;
   }
@@ -109,18 +119,24 @@ class NegatingChannel final : public ShardChannel {
       o->add_resident_arg_digests(0);
     }
     responses_.push_back(outputs);
+    const char* bytes = reinterpret_cast<const char*>(negated.data());
+    const size_t size = negated.size() * sizeof(float);
     for (int i = 0; i < job_.send_outputs_size(); ++i) {
       if (!job_.send_outputs(i)) continue;
-      v1::ShardResponse chunk;
-      chunk.mutable_chunk()->set_index(i);
-      chunk.mutable_chunk()->set_data(negated.data(),
-                                      negated.size() * sizeof(float));
-      responses_.push_back(chunk);
+      for (size_t at = 0; at < size; at += kChunkBytes) {
+        v1::ShardResponse chunk;
+        chunk.mutable_chunk()->set_index(i);
+        chunk.mutable_chunk()->set_offset(at);
+        chunk.mutable_chunk()->set_data(bytes + at,
+                                        std::min(kChunkBytes, size - at));
+        responses_.push_back(chunk);
+      }
     }
   }
 
   NegatingWorkersState* const state_;
   const bool held_;
+  const bool hold_last_;
   const absl::Time deadline_;
   bool cancelled_ ABSL_GUARDED_BY(state_->mu) = false;
   v1::ShardJob job_;
@@ -139,7 +155,10 @@ class NegatingWorkers final : public WorkerConnector {
     ++state_.opened;
     const bool held = state_.hold_next > 0;
     if (held) --state_.hold_next;
-    return std::make_unique<NegatingChannel>(&state_, held, deadline);
+    const bool hold_last = state_.hold_last_next > 0;
+    if (hold_last) --state_.hold_last_next;
+    return std::make_unique<NegatingChannel>(&state_, held, hold_last,
+                                             deadline);
   }
   absl::Status SkipTickets(const std::string& address,
                            const v1::SkipTicketsRequest& request,
@@ -156,6 +175,12 @@ class NegatingWorkers final : public WorkerConnector {
   void HoldNext(int n) {
     absl::MutexLock lock(&state_.mu);
     state_.hold_next = n;
+    state_.released = false;
+  }
+  // The next `n` jobs answer, but hold their last message until Release.
+  void HoldLastNext(int n) {
+    absl::MutexLock lock(&state_.mu);
+    state_.hold_last_next = n;
     state_.released = false;
   }
   void Release() {

@@ -1,0 +1,51 @@
+// Streams a job's returned outputs on to its client while the devices
+// still send them (cut-through): once every device has announced its
+// outputs and they pass the checks the assembly makes, the job's result
+// goes out, then each output's chunks as soon as the bytes they hold are
+// in (OutputBuffers), so the worker-to-coordinator hop overlaps the
+// coordinator-to-client one.
+#ifndef SHARDMAP_SERVER_OUTPUT_STREAMING_H_
+#define SHARDMAP_SERVER_OUTPUT_STREAMING_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/job_results.h"
+#include "server/output_buffers.h"
+#include "server/planner.h"
+#include "server/worker_pool.h"
+
+namespace shardmap {
+
+// The job's client, as the outputs stream to it. Called on one thread.
+class ResultSink {
+ public:
+  virtual ~ResultSink() = default;
+  // Sends the job's result for `outputs` (headers, stored_as set; no
+  // data). False if the client went away.
+  virtual bool Begin(const std::vector<JobOutput>& outputs) = 0;
+  // Sends bytes [offset, offset + size) of returned output `index`, in
+  // order, at most kChunkBytes at a time. False if the client went away.
+  virtual bool Chunk(uint32_t index, uint64_t offset, const uint8_t* data,
+                     size_t size) = 0;
+};
+
+// Streams `plan`'s returned outputs from `buffers` to `sink`. Returns true
+// once every returned byte went to the sink; false, having sent nothing,
+// when the outputs cannot stream (a block not placed in a whole output:
+// the assembly judges it once the devices are done) or need not (they
+// return at most one chunk). Errors: the checks'
+// (as AssembleOutputs reports them), the error the buffers were stopped
+// with (a device failed), CANCELLED for a client that went away,
+// DEADLINE_EXCEEDED at `deadline`.
+absl::StatusOr<bool> StreamOutputs(
+    const JobPlan& plan, const std::vector<WorkerPool::Worker>& workers,
+    OutputBuffers& buffers, ResultSink& sink, absl::Time deadline,
+    const OutputBuffers::Watch& watch);
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_SERVER_OUTPUT_STREAMING_H_
