@@ -104,6 +104,8 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
               absl::CancelledError("another device of the job failed");
           inputs.Stop(why);
           buffers.Stop(why);
+        } else {
+          buffers.Finished(d);
         }
         return r;
       },

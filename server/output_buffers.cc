@@ -73,6 +73,11 @@ void OutputBuffers::Announce(int64_t d, const DeviceResult& headers) {
   ++num_announced_;
 }
 
+void OutputBuffers::Finished(int64_t d) {
+  absl::MutexLock lock(&mu_);
+  ++num_finished_;
+}
+
 void OutputBuffers::Stop(absl::Status why) {
   absl::MutexLock lock(&mu_);
   if (stopped_.ok()) stopped_ = std::move(why);
@@ -94,33 +99,8 @@ bool OutputBuffers::AwaitLocked(const absl::Condition& cond,
   }
 }
 
-absl::StatusOr<std::vector<DeviceResult>> OutputBuffers::AwaitAnnounced(
-    absl::Time deadline, const Watch& watch) {
-  auto all = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !stopped_.ok() || num_announced_ == num_devices_;
-  };
-  absl::MutexLock lock(&mu_);
-  AwaitLocked(absl::Condition(&all), deadline, watch);
-  if (!stopped_.ok()) return stopped_;
-  if (num_announced_ < num_devices_) {
-    return absl::DeadlineExceededError(
-        absl::StrCat(num_announced_, " of the job's ", num_devices_,
-                     " devices had sent their outputs' headers when the "
-                     "job's deadline passed"));
-  }
-  std::vector<DeviceResult> headers;
-  for (const std::optional<DeviceResult>& h : announced_) {
-    DeviceResult copy;
-    copy.outputs = h->outputs;
-    copy.digests = h->digests;
-    copy.blocks.resize(h->outputs.size());
-    headers.push_back(std::move(copy));
-  }
-  return headers;
-}
-
-bool OutputBuffers::Streamable() {
-  absl::MutexLock lock(&mu_);
+bool OutputBuffers::StreamableLocked() const {
+  if (num_announced_ < num_devices_) return false;
   for (size_t o = 0; o < outputs_.size(); ++o) {
     if (!plan_.StoredAs(o).empty()) continue;
     const Output& out = outputs_[o];
@@ -133,6 +113,49 @@ bool OutputBuffers::Streamable() {
     }
   }
   return true;
+}
+
+size_t OutputBuffers::ReturnedBytesLocked() const {
+  size_t bytes = 0;
+  for (size_t o = 0; o < outputs_.size(); ++o) {
+    if (plan_.StoredAs(o).empty() && outputs_[o].whole.has_value()) {
+      bytes += outputs_[o].whole->num_bytes();
+    }
+  }
+  return bytes;
+}
+
+absl::StatusOr<std::optional<std::vector<DeviceResult>>>
+OutputBuffers::AwaitStreamable(size_t min_bytes, absl::Time deadline,
+                               const Watch& watch) {
+  // A job that need not stream keeps waiting for its devices to finish,
+  // so that its thread wakes once, as it would without streaming.
+  auto settled = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!stopped_.ok() || num_finished_ == num_devices_) return true;
+    if (num_announced_ < num_devices_) return false;
+    return !StreamableLocked() || ReturnedBytesLocked() > min_bytes;
+  };
+  absl::MutexLock lock(&mu_);
+  AwaitLocked(absl::Condition(&settled), deadline, watch);
+  if (!stopped_.ok()) return stopped_;
+  if (num_announced_ < num_devices_ && num_finished_ < num_devices_) {
+    return absl::DeadlineExceededError(
+        absl::StrCat(num_announced_, " of the job's ", num_devices_,
+                     " devices had sent their outputs' headers when the "
+                     "job's deadline passed"));
+  }
+  if (!StreamableLocked() || ReturnedBytesLocked() <= min_bytes) {
+    return std::nullopt;
+  }
+  std::vector<DeviceResult> headers;
+  for (const std::optional<DeviceResult>& h : announced_) {
+    DeviceResult copy;
+    copy.outputs = h->outputs;
+    copy.digests = h->digests;
+    copy.blocks.resize(h->outputs.size());
+    headers.push_back(std::move(copy));
+  }
+  return headers;
 }
 
 size_t OutputBuffers::PlacedPrefix(size_t o) const {

@@ -57,20 +57,22 @@ class OutputBuffers {
   // Device `d` has asked for the sinks of its returned outputs; `headers`
   // holds its blocks' headers and digests (its blocks are not kept).
   void Announce(int64_t d, const DeviceResult& headers);
+  // Device `d`'s call returned successfully.
+  void Finished(int64_t d);
   // Ends every wait, present and future, with `why` (a device failed);
   // the first error stays.
   void Stop(absl::Status why);
 
-  // Waits until every device announced; returns their headers, by device.
-  // Errors: Stop's, DEADLINE_EXCEEDED at `deadline`.
-  absl::StatusOr<std::vector<DeviceResult>> AwaitAnnounced(absl::Time deadline,
-                                                           const Watch& watch);
-  // After every device announced: true if every returned output has its
-  // whole array and every representative block goes into it, so that the
-  // outputs can be streamed as they fill.
-  bool Streamable();
-  // Waits until bytes [0, end) of the whole output `o` (Streamable) are
-  // in; returns its data. Errors as AwaitAnnounced.
+  // Waits until the outputs can stream: every device announced, every
+  // returned output has its whole array with every representative block
+  // going into it, and they return more than `min_bytes` in all. Returns
+  // the devices' headers, by device; nullopt once they cannot (a block
+  // left out: the assembly judges it) or, when every device finished,
+  // need not. Errors: Stop's, DEADLINE_EXCEEDED at `deadline`.
+  absl::StatusOr<std::optional<std::vector<DeviceResult>>> AwaitStreamable(
+      size_t min_bytes, absl::Time deadline, const Watch& watch);
+  // Waits until bytes [0, end) of the whole output `o` (once streamable)
+  // are in; returns its data. Errors as AwaitStreamable.
   absl::StatusOr<const uint8_t*> AwaitPlaced(size_t o, size_t end,
                                              absl::Time deadline,
                                              const Watch& watch);
@@ -96,6 +98,10 @@ class OutputBuffers {
   // False at the deadline. Called with mu_ held.
   bool AwaitLocked(const absl::Condition& cond, absl::Time deadline,
                    const Watch& watch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Every device announced, and every returned output can stream.
+  bool StreamableLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bytes of the returned outputs' whole arrays.
+  size_t ReturnedBytesLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many bytes from the start of output `o` are in.
   size_t PlacedPrefix(size_t o) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -106,6 +112,7 @@ class OutputBuffers {
   std::vector<Output> outputs_ ABSL_GUARDED_BY(mu_);
   std::vector<std::optional<DeviceResult>> announced_ ABSL_GUARDED_BY(mu_);
   int64_t num_announced_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t num_finished_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Status stopped_ ABSL_GUARDED_BY(mu_);
 };
 

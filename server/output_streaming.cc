@@ -1,6 +1,7 @@
 #include "server/output_streaming.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "core/status_util.h"
@@ -13,20 +14,16 @@ absl::StatusOr<bool> StreamOutputs(
     const JobPlan& plan, const std::vector<WorkerPool::Worker>& workers,
     OutputBuffers& buffers, ResultSink& sink, absl::Time deadline,
     const OutputBuffers::Watch& watch) {
-  SHARD_ASSIGN_OR_RETURN(const std::vector<DeviceResult> announced,
-                         buffers.AwaitAnnounced(deadline, watch));
-  if (!buffers.Streamable()) return false;
+  // One chunk or none would be held back for the call's status anyway.
+  SHARD_ASSIGN_OR_RETURN(
+      const std::optional<std::vector<DeviceResult>> announced,
+      buffers.AwaitStreamable(kChunkBytes, deadline, watch));
+  if (!announced.has_value()) return false;
   std::vector<const DeviceResult*> devices;
-  for (const DeviceResult& r : announced) devices.push_back(&r);
+  for (const DeviceResult& r : *announced) devices.push_back(&r);
   std::vector<BlockLayout> layouts;
   SHARD_ASSIGN_OR_RETURN(const std::vector<JobOutput> outputs,
                          OutputHeaders(plan, workers, devices, &layouts));
-  // One chunk or none would be held back for the call's status anyway.
-  size_t returned = 0;
-  for (const JobOutput& out : outputs) {
-    if (out.stored_as.empty()) returned += out.meta.num_bytes();
-  }
-  if (returned <= kChunkBytes) return false;
   const absl::Status gone = absl::CancelledError("client went away");
   if (!sink.Begin(outputs)) return gone;
   for (size_t o = 0; o < outputs.size(); ++o) {

@@ -161,7 +161,9 @@ TEST(OutputBuffersTest, WhatIsInIsThePrefixTheWrittenBytesCover) {
       AnnounceBlocks(buffers, d,
                      {ArrayMeta{DType::kFloat32, {rows[d], cols[d]}}});
     }
-    ASSERT_TRUE(buffers.Streamable());
+    absl::StatusOr<std::optional<std::vector<DeviceResult>>> streamable =
+        buffers.AwaitStreamable(0, absl::InfinitePast(), {});
+    ASSERT_TRUE(streamable.ok() && streamable->has_value());
     std::mt19937 rng(11);
     const std::vector<float> zeros(24, 0.0f);
     for (;;) {
@@ -203,11 +205,44 @@ TEST(OutputBuffersTest, AnOutputWithABlockLeftOutCannotStream) {
   for (int64_t d = 0; d < 4; ++d) {
     AnnounceBlocks(buffers, d, {ArrayMeta{DType::kFloat32, {2}}});
   }
-  absl::StatusOr<std::vector<DeviceResult>> headers =
-      buffers.AwaitAnnounced(absl::InfiniteFuture(), {});
+  absl::StatusOr<std::optional<std::vector<DeviceResult>>> headers =
+      buffers.AwaitStreamable(0, absl::InfiniteFuture(), {});
   ASSERT_TRUE(headers.ok());
-  EXPECT_EQ(headers->size(), 4u);
-  EXPECT_FALSE(buffers.Streamable());
+  EXPECT_FALSE(headers->has_value());
+}
+
+// Outputs of at most `min_bytes` need not stream: the wait goes on until
+// every device finished (the watch, run while it waits, finishes them
+// here), so a small job's thread wakes once, not at the announcement and
+// again at the end.
+TEST(OutputBuffersTest, SmallOutputsWaitForTheDevicesToFinish) {
+  const JobPlan plan = PlanOn("P('x')");
+  OutputBuffers buffers(plan, 1 << 20);
+  for (int64_t d : {0, 2}) {
+    ASSERT_NE(buffers.SinkFor(0, d, ArrayMeta{DType::kFloat32, {2}}), nullptr);
+  }
+  for (int64_t d = 0; d < 4; ++d) {
+    AnnounceBlocks(buffers, d, {ArrayMeta{DType::kFloat32, {2}}});
+  }
+  // 16 bytes are more than 15: they stream at once.
+  absl::StatusOr<std::optional<std::vector<DeviceResult>>> big =
+      buffers.AwaitStreamable(15, absl::InfiniteFuture(), {});
+  ASSERT_TRUE(big.ok());
+  ASSERT_TRUE(big->has_value());
+  EXPECT_EQ((*big)->size(), 4u);
+  EXPECT_EQ((**big)[3].outputs[0].shape, (Shape{2}));
+  int watched = 0;
+  OutputBuffers::Watch finish_all{absl::Milliseconds(1), [&] {
+                                    ++watched;
+                                    for (int64_t d = 0; d < 4; ++d) {
+                                      buffers.Finished(d);
+                                    }
+                                  }};
+  absl::StatusOr<std::optional<std::vector<DeviceResult>>> small =
+      buffers.AwaitStreamable(16, absl::InfiniteFuture(), finish_all);
+  ASSERT_TRUE(small.ok());
+  EXPECT_FALSE(small->has_value());
+  EXPECT_EQ(watched, 1);
 }
 
 TEST(OutputBuffersTest, TheWaitsEndAtTheDeadlineSayingHowFarTheyGot) {
@@ -215,7 +250,7 @@ TEST(OutputBuffersTest, TheWaitsEndAtTheDeadlineSayingHowFarTheyGot) {
   OutputBuffers buffers(plan, 1 << 20);
   AnnounceBlocks(buffers, 0, {ArrayMeta{DType::kFloat32, {2}}});
   EXPECT_TRUE(StatusIs(
-      buffers.AwaitAnnounced(absl::InfinitePast(), {}).status(),
+      buffers.AwaitStreamable(0, absl::InfinitePast(), {}).status(),
       absl::StatusCode::kDeadlineExceeded, {"1 of the job's 4 devices"}));
   ChunkSequencer::Sink sink =
       buffers.SinkFor(0, 0, ArrayMeta{DType::kFloat32, {2}});
@@ -237,9 +272,9 @@ TEST(OutputBuffersTest, AStopEndsTheWaitsFromTheWatchOrAnotherThread) {
                                ++watched;
                                buffers.Stop(absl::UnavailableError("lost"));
                              }};
-  EXPECT_TRUE(
-      StatusIs(buffers.AwaitAnnounced(absl::InfiniteFuture(), watch).status(),
-               absl::StatusCode::kUnavailable, {"lost"}));
+  EXPECT_TRUE(StatusIs(
+      buffers.AwaitStreamable(0, absl::InfiniteFuture(), watch).status(),
+      absl::StatusCode::kUnavailable, {"lost"}));
   EXPECT_EQ(watched, 1);
 
   OutputBuffers other(plan, 1 << 20);
