@@ -9,11 +9,12 @@
 // same size (repeated jobs and steps have the same shapes). The oldest are
 // released first when the capacity would be exceeded.
 //
-// The cache never makes the process bigger than it was: an allocation it
-// cannot serve first releases cached buffers (oldest first) of at least
-// its size, or all of them, so the bytes in use plus the bytes cached never
-// pass the most the process ever had in use at once. The capacity only
-// bounds what a quiet process keeps until IdleRelease empties the cache.
+// The cache never holds more array memory than the process had in use: an
+// allocation it cannot serve first releases cached buffers (oldest first)
+// of at least its size, or all of them, so the bytes of array buffers in
+// use plus those cached never pass the most array-buffer bytes (of 1 MiB
+// or more) the process ever had in use at once. The capacity only bounds
+// what a quiet process keeps until IdleRelease empties the cache.
 //
 // Thread-safe.
 #ifndef SHARDMAP_CORE_BUFFER_CACHE_H_

@@ -38,7 +38,7 @@ void DeviceFanout::Abort() {
   }
 }
 
-void DeviceFanout::Watch(const std::function<bool()>& cancelled) {
+void DeviceFanout::CheckOnce(const std::function<bool()>& cancelled) {
   std::vector<bool> returned;
   {
     absl::MutexLock lock(&mu_);
@@ -87,7 +87,7 @@ void DeviceFanout::Run(const Call& call, const std::function<bool()>& cancelled,
       ++ended->tasks;
     });
   }
-  if (meanwhile) meanwhile([this, &cancelled] { Watch(cancelled); });
+  if (meanwhile) meanwhile([this, &cancelled] { CheckOnce(cancelled); });
   auto all_done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return done_ == n_;
   };
@@ -95,7 +95,7 @@ void DeviceFanout::Run(const Call& call, const std::function<bool()>& cancelled,
   while (!mu_.AwaitWithTimeout(absl::Condition(&all_done),
                                options_.liveness_poll)) {
     mu_.Unlock();
-    Watch(cancelled);
+    CheckOnce(cancelled);
     mu_.Lock();
   }
   mu_.Unlock();

@@ -64,7 +64,8 @@ class DeviceFanout {
   // Runs `call` for every device, each on its own stream; returns once
   // every call has returned. `cancelled` (may be null) returning true
   // aborts every device. `meanwhile` (may be null) runs on this thread
-  // once the calls have started, before the watching begins.
+  // once the calls have started; the fan-out's own watching (every
+  // liveness_poll until the calls return) begins after it.
   void Run(const Call& call, const std::function<bool()>& cancelled,
            const Meanwhile& meanwhile = nullptr);
   // Per device: what its call returned.
@@ -82,7 +83,7 @@ class DeviceFanout {
   // Cancels every open stream, and those opened later.
   void Abort();
   // Aborts if the client left or a running device's worker is lost.
-  void Watch(const std::function<bool()>& cancelled);
+  void CheckOnce(const std::function<bool()>& cancelled);
 
   const Options options_;
   DeviceThreads* const threads_;      // Not owned.

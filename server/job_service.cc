@@ -15,6 +15,7 @@
 #include "rpc/trace_context.h"
 #include "server/arriving_inputs.h"
 #include "server/function_availability.h"
+#include "server/output_streaming.h"
 #include "server/planner.h"
 #include "server/tree_job.h"
 #include "wire/proto_convert.h"
@@ -240,12 +241,14 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
   };
   ResultWriter writer(stream);
   ClientSink sink(&writer, make_result);
+  const bool streams = MayStreamOutputs(plan, claim != nullptr);
   SHARD_ASSIGN_OR_RETURN(
       std::vector<JobOutput> outputs,
       runner_->Run(
           job_id, plan, *inputs,
           donates ? std::function<absl::Status()>() : receive, workers,
-          call.deadline, [stream] { return stream->cancelled(); }, &sink));
+          call.deadline, [stream] { return stream->cancelled(); },
+          streams ? &sink : nullptr));
   // The result went out already if the outputs streamed.
   const v1::JobResult result =
       sink.result().has_value() ? *sink.result() : make_result(outputs);

@@ -15,9 +15,15 @@ OutputBuffers::OutputBuffers(const JobPlan& plan, uint64_t max_job_bytes)
                   : 0),
       outputs_(plan.out_specs.size()),
       announced_(plan.mesh.num_devices()) {
-  for (Output& out : outputs_) {
+  for (size_t o = 0; o < outputs_.size(); ++o) {
+    Output& out = outputs_[o];
     out.regions.resize(num_devices_);
     out.placed.resize(num_devices_, 0);
+    for (int64_t d = 0; d < num_devices_; ++d) {
+      if (plan.IsOutputRepresentative(static_cast<int>(o), d)) {
+        out.senders.push_back(d);
+      }
+    }
   }
 }
 
@@ -105,11 +111,8 @@ bool OutputBuffers::StreamableLocked() const {
     if (!plan_.StoredAs(o).empty()) continue;
     const Output& out = outputs_[o];
     if (out.unplaced || !out.whole.has_value()) return false;
-    for (int64_t d = 0; d < num_devices_; ++d) {
-      if (plan_.IsOutputRepresentative(static_cast<int>(o), d) &&
-          !out.regions[d].has_value()) {
-        return false;
-      }
+    for (int64_t d : out.senders) {
+      if (!out.regions[d].has_value()) return false;
     }
   }
   return true;
@@ -162,8 +165,7 @@ size_t OutputBuffers::PlacedPrefix(size_t o) const {
   const Output& out = outputs_[o];
   if (!out.whole.has_value()) return 0;
   size_t prefix = out.whole->num_bytes();
-  for (int64_t d = 0; d < num_devices_; ++d) {
-    if (!plan_.IsOutputRepresentative(static_cast<int>(o), d)) continue;
+  for (int64_t d : out.senders) {
     if (!out.regions[d].has_value()) return 0;
     const BlockRegion& region = *out.regions[d];
     if (out.placed[d] >= region.num_bytes()) continue;

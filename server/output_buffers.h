@@ -89,6 +89,8 @@ class OutputBuffers {
     std::optional<Tensor> whole;
     // A representative device's block did not get a sink.
     bool unplaced = false;
+    // The devices whose blocks make up the output (representatives).
+    std::vector<int64_t> senders;
     // Per device: where its block goes, once it asked, and its bytes in.
     std::vector<std::optional<BlockRegion>> regions;
     std::vector<size_t> placed;

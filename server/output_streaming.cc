@@ -10,6 +10,12 @@
 
 namespace shardmap {
 
+bool MayStreamOutputs(const JobPlan& plan, bool keyed) {
+  const bool donates = std::any_of(plan.args.begin(), plan.args.end(),
+                                   [](const ArgPlan& a) { return a.donated; });
+  return !keyed && !donates && plan.reads().empty() && plan.writes().empty();
+}
+
 absl::StatusOr<bool> StreamOutputs(
     const JobPlan& plan, const std::vector<WorkerPool::Worker>& workers,
     OutputBuffers& buffers, ResultSink& sink, absl::Time deadline,

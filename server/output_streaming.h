@@ -33,6 +33,13 @@ class ResultSink {
                      size_t size) = 0;
 };
 
+// Whether `plan`'s outputs may stream while its devices run: only for a
+// job that changes and holds nothing. A client that leaves mid-download
+// fails the job, which must then cost no recorded outcome (a `keyed` job,
+// one with a call_id), no donation and no commit; and a slow download must
+// not hold resident arrays' locks (a job that reads or writes any).
+bool MayStreamOutputs(const JobPlan& plan, bool keyed);
+
 // Streams `plan`'s returned outputs from `buffers` to `sink`. Returns true
 // once every returned byte went to the sink; false, having sent nothing,
 // when the outputs cannot stream (a block not placed in a whole output:

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -101,7 +102,7 @@ class JobServiceTest : public ::testing::Test {
   // The service under test, made on first use with these options.
   JobService& Service(JobService::Options options = {}) {
     if (service_ == nullptr) {
-      JobRunner::Options runner_options;
+      JobRunner::Options runner_options = runner_options_;
       runner_options.max_job_bytes = options.max_job_bytes;
       runner_ = std::make_unique<JobRunner>(runner_options, &workers_, &index_);
       service_ = std::make_unique<JobService>(options, &pool_, runner_.get(),
@@ -137,6 +138,9 @@ class JobServiceTest : public ::testing::Test {
     return b;
   }
 
+  // The runner's options, but max_job_bytes (the service's), for tests
+  // to set before the first Service().
+  JobRunner::Options runner_options_;
   WorkerPool pool_;
   ResidentIndex index_;
   std::string worker_id_;
@@ -436,6 +440,30 @@ TEST_F(JobServiceTest, AJobCancelledWhileItsOutputsStreamSendsNoLastChunk) {
   ASSERT_TRUE(WaitUntil([&] { return job->stream->writes() >= 2; }, kLong));
   job->stream->Cancel();
   EXPECT_TRUE(StatusIs(job->Join(), absl::StatusCode::kCancelled, {}));
+  EXPECT_EQ(workers_.cancelled(), 1);
+  EXPECT_FALSE(job->stream->wrote_last());
+  EXPECT_FALSE(job->stream->Output(0).ok());
+}
+
+// A worker found lost while the outputs stream ends the job with
+// UNAVAILABLE: the waits for its bytes run the job's liveness check, and
+// the chunk held back for the status never goes out.
+TEST_F(JobServiceTest, AWorkerLostWhileItsOutputsStreamFailsTheJob) {
+  std::atomic<bool> lost{false};
+  runner_options_.liveness_poll = absl::Milliseconds(5);
+  runner_options_.check_live = [&](const WorkerPool::Worker& w) {
+    return lost ? absl::UnavailableError(
+                      absl::StrCat("worker ", w.id, " stopped answering"))
+                : absl::OkStatus();
+  };
+  const Tensor x = Ramp(3);
+  Service();
+  workers_.HoldLastNext(1);
+  auto job = Start(Spec("neg", x.shape()), x);
+  ASSERT_TRUE(WaitUntil([&] { return job->stream->writes() >= 2; }, kLong));
+  lost = true;
+  EXPECT_TRUE(StatusIs(job->Join(), absl::StatusCode::kUnavailable,
+                       {"stopped answering"}));
   EXPECT_EQ(workers_.cancelled(), 1);
   EXPECT_FALSE(job->stream->wrote_last());
   EXPECT_FALSE(job->stream->Output(0).ok());

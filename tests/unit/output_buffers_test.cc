@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/notification.h"
 #include "tests/unit/status_matchers.h"
 
 namespace shardmap {
@@ -277,12 +278,21 @@ TEST(OutputBuffersTest, AStopEndsTheWaitsFromTheWatchOrAnotherThread) {
       absl::StatusCode::kUnavailable, {"lost"}));
   EXPECT_EQ(watched, 1);
 
+  // The stopper waits until the waiter is waiting (its watch ran once).
   OutputBuffers other(plan, 1 << 20);
   ASSERT_NE(other.SinkFor(0, 0, ArrayMeta{DType::kFloat32, {1}}), nullptr);
-  std::thread stopper(
-      [&] { other.Stop(absl::CancelledError("another device failed")); });
+  absl::Notification waiting;
+  std::thread stopper([&] {
+    waiting.WaitForNotification();
+    other.Stop(absl::CancelledError("another device failed"));
+  });
+  OutputBuffers::Watch signal{absl::Milliseconds(1), [&] {
+                                if (!waiting.HasBeenNotified()) {
+                                  waiting.Notify();
+                                }
+                              }};
   EXPECT_TRUE(
-      StatusIs(other.AwaitPlaced(0, 4, absl::InfiniteFuture(), {}).status(),
+      StatusIs(other.AwaitPlaced(0, 4, absl::InfiniteFuture(), signal).status(),
                absl::StatusCode::kCancelled, {"another device"}));
   stopper.join();
   // The first error stays.
