@@ -280,6 +280,16 @@ def end_to_end(t, out):
                 f"tuned gRPC stream push of {size_text(b)}, one hop | "
                 f"{num(med(tuned) / 1e3)} ms | "
                 f"{ratio_text(ratios(mine, tuned))} |")
+        first = field(reps, "first_us")
+        if first:
+            out.append(
+                f"| {size_text(b)} identity job, the first on a fresh cluster "
+                f"(untimed above: it also faults every array's pages in) | "
+                f"{num(med(first) / 1e3)} ms | "
+                f"{span({k: v / 1e3 for k, v in first.items()})} ms | "
+                f"tuned gRPC stream push of {size_text(b)}, one hop | "
+                f"{num(med(tuned) / 1e3) if tuned else '—'} ms | "
+                f"{ratio_text(ratios(first, tuned)) if tuned else '—'} |")
         out.append(
             "\nThe big job moves its bytes over four hops (client → coordinator "
             "→ workers → coordinator → client), so 0.25 against one hop is the "
