@@ -10,11 +10,11 @@
 //   job_big      `identity` on --big-bytes of float32 sharded P('x') over
 //                x=N, output P('x'): the bytes go client -> coordinator ->
 //                workers -> coordinator -> client. Outputs are checked.
-//                One untimed job first (its time is first_us: a fresh
-//                cluster also faults every array's pages in), then
-//                --big-iters timed ones. The coordinator's and every worker's peak RSS (VmHWM,
-//                reset through /proc/PID/clear_refs just before) covers
-//                exactly these jobs.
+//                One untimed job first (its time is first_us: the first
+//                big job also faults every array's pages in), then
+//                --big-iters timed ones. The coordinator's and every worker's
+//                peak RSS (VmHWM, reset through /proc/PID/clear_refs just
+//                before) covers exactly these jobs.
 //   program_tiny `lambda x: x` as an expression program beside the native
 //                `identity` on the same 16 float32, interleaved job by job
 //   program_mlp  the tensor-parallel MLP psum(relu(x @ w1) @ w2, 'x') as

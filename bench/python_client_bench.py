@@ -6,7 +6,8 @@ client, on the same kind of local cluster (4 worker processes), in one run.
             latency through Python, p50 / p99 over --tiny-iters jobs
   job_big   `identity` on --big-bytes of float32, P('x') in and out: the
             bytes go client -> coordinator -> workers -> back to Python,
-            checked bit for bit
+            checked bit for bit; one untimed job first, as job_bench
+            runs (the first big job also faults every array's pages in)
 
 Each repetition runs build/bin/job_bench (the C++ client's figures, on
 its own fresh cluster) and then this client on a fresh cluster, so both

@@ -283,8 +283,9 @@ def end_to_end(t, out):
         first = field(reps, "first_us")
         if first:
             out.append(
-                f"| {size_text(b)} identity job, the first on a fresh cluster "
-                f"(untimed above: it also faults every array's pages in) | "
+                f"| {size_text(b)} identity job, the first big job on the "
+                f"cluster (untimed above: it also faults every array's pages "
+                f"in) | "
                 f"{num(med(first) / 1e3)} ms | "
                 f"{span({k: v / 1e3 for k, v in first.items()})} ms | "
                 f"tuned gRPC stream push of {size_text(b)}, one hop | "

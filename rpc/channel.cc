@@ -24,7 +24,7 @@ namespace {
 constexpr int kMaxReadChunkBytes = 256 << 10;
 // Threads a synchronous server keeps waiting for calls (see
 // ConfigureServerBuilder).
-constexpr int kMaxIdleServerThreads = 32;
+constexpr int kMaxIdleServerThreads = 16;
 
 }  // namespace
 
@@ -92,7 +92,7 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
   // default: 2); past that it exits, and the next call starts a thread.
   // Under concurrent jobs that was a thread created and destroyed per job
   // (with its thread-locals): a fifth of the coordinator's CPU per tiny
-  // job. Idle threads cost a stack each, and IdleRelease trims the rest.
+  // job. Each thread kept idle holds the stack pages it touched.
   builder.SetSyncServerOption(
       grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
       kMaxIdleServerThreads);

@@ -21,7 +21,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address,
                                            const ChannelSecurity& security);
 
-// Applies the same limits and keepalive policy to a server.
+// Applies the same limits and keepalive policy to a server, and keeps up
+// to 16 idle threads of a synchronous server waiting for calls.
 void ConfigureServerBuilder(grpc::ServerBuilder& builder);
 
 // "127.0.0.1:0" + 4242 -> "127.0.0.1:4242"; "[::1]:0" -> "[::1]:4242".

@@ -89,7 +89,10 @@ class JobService {
   // PlanJob's; RESOURCE_EXHAUSTED over max_job_bytes; WorkerPool::Acquire's;
   // the arguments' (ArrivingInputs::Receive); JobRunner::Run's;
   // CANCELLED if the client went away. An error that comes once the deadline
-  // passed says so (DEADLINE_EXCEEDED). A failed job changes no resident array.
+  // passed says so (DEADLINE_EXCEEDED). A failed job changes no resident
+  // array, except one whose client went away after the job committed, while
+  // it was being sent the reply: its writes stand (a retry with its call_id
+  // gets its recorded answer), and it counts as failed (CANCELLED).
   absl::Status Run(const JobCall& call, JobStream* stream);
 
   // Jobs that succeeded and that failed so far.

@@ -13,7 +13,12 @@ namespace shardmap {
 bool MayStreamOutputs(const JobPlan& plan, bool keyed) {
   const bool donates = std::any_of(plan.args.begin(), plan.args.end(),
                                    [](const ArgPlan& a) { return a.donated; });
-  return !keyed && !donates && plan.reads().empty() && plan.writes().empty();
+  const bool resident_args =
+      std::any_of(plan.args.begin(), plan.args.end(),
+                  [](const ArgPlan& a) { return a.resident.has_value(); });
+  return !keyed && !donates && !resident_args && plan.states.empty() &&
+         !plan.writes_residents() && plan.reads().empty() &&
+         plan.writes().empty();
 }
 
 absl::StatusOr<bool> StreamOutputs(

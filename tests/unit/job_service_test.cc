@@ -445,6 +445,32 @@ TEST_F(JobServiceTest, AJobCancelledWhileItsOutputsStreamSendsNoLastChunk) {
   EXPECT_FALSE(job->stream->Output(0).ok());
 }
 
+// A job with a call_id, or one that reads a resident array, does not
+// stream (MayStreamOutputs says which): nothing reaches its client while
+// the worker still holds its last chunk back, and the whole reply comes
+// once the devices are done.
+TEST_F(JobServiceTest, JobsThatHoldStateReplyOnlyOnceTheirDevicesAreDone) {
+  const Tensor x = Ramp(3);
+  Service();
+  v1::JobSpec keyed = Spec("neg", x.shape());
+  keyed.set_call_id("keyed-1");
+  for (const v1::JobSpec& spec :
+       {keyed, WithTable(Spec("read_table", x.shape()))}) {
+    SCOPED_TRACE(spec.function());
+    workers_.HoldLastNext(1);
+    auto job = Start(spec, x);
+    ASSERT_TRUE(WaitUntil([&] { return workers_.waiting() == 1; }, kLong));
+    EXPECT_EQ(job->stream->writes(), 0u);
+    workers_.Release();
+    ASSERT_TRUE(job->Join().ok());
+    EXPECT_TRUE(job->stream->wrote_last());
+    const absl::StatusOr<Tensor> out = job->stream->Output(0);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->num_elements(), x.num_elements());
+    EXPECT_EQ(out->data_as<float>()[12345], -x.data_as<float>()[12345]);
+  }
+}
+
 // A worker found lost while the outputs stream ends the job with
 // UNAVAILABLE: the waits for its bytes run the job's liveness check, and
 // the chunk held back for the status never goes out.

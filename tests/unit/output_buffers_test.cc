@@ -110,6 +110,11 @@ void AnnounceBlocks(OutputBuffers& buffers, int64_t d,
   buffers.Announce(d, headers);
 }
 
+// Announces every device of the x=2, y=2 mesh with `block`.
+void AnnounceAll(OutputBuffers& buffers, const ArrayMeta& block) {
+  for (int64_t d = 0; d < 4; ++d) AnnounceBlocks(buffers, d, {block});
+}
+
 // True if AwaitPlaced says bytes [0, end) of output `o` are in, without
 // waiting.
 bool In(OutputBuffers& buffers, size_t o, size_t end) {
@@ -203,9 +208,7 @@ TEST(OutputBuffersTest, AnOutputWithABlockLeftOutCannotStream) {
   OutputBuffers buffers(plan, 1 << 20);
   ASSERT_NE(buffers.SinkFor(0, 0, ArrayMeta{DType::kFloat32, {2}}), nullptr);
   ASSERT_EQ(buffers.SinkFor(0, 2, ArrayMeta{DType::kFloat32, {3}}), nullptr);
-  for (int64_t d = 0; d < 4; ++d) {
-    AnnounceBlocks(buffers, d, {ArrayMeta{DType::kFloat32, {2}}});
-  }
+  AnnounceAll(buffers, ArrayMeta{DType::kFloat32, {2}});
   absl::StatusOr<std::optional<std::vector<DeviceResult>>> headers =
       buffers.AwaitStreamable(0, absl::InfiniteFuture(), {});
   ASSERT_TRUE(headers.ok());
@@ -222,9 +225,7 @@ TEST(OutputBuffersTest, SmallOutputsWaitForTheDevicesToFinish) {
   for (int64_t d : {0, 2}) {
     ASSERT_NE(buffers.SinkFor(0, d, ArrayMeta{DType::kFloat32, {2}}), nullptr);
   }
-  for (int64_t d = 0; d < 4; ++d) {
-    AnnounceBlocks(buffers, d, {ArrayMeta{DType::kFloat32, {2}}});
-  }
+  AnnounceAll(buffers, ArrayMeta{DType::kFloat32, {2}});
   // 16 bytes are more than 15: they stream at once.
   absl::StatusOr<std::optional<std::vector<DeviceResult>>> big =
       buffers.AwaitStreamable(15, absl::InfiniteFuture(), {});
