@@ -15,9 +15,8 @@ ArrivingInputs::ArrivingInputs(std::vector<Tensor> arrays)
 ArrivingInputs::ArrivingInputs(std::vector<Tensor> arrays, bool whole)
     : arrays_(std::move(arrays)), arrived_(arrays_.size(), 0) {
   if (!whole) return;
-  absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < arrays_.size(); ++i) {
-    arrived_[i] = arrays_[i].num_bytes();
+    arrived_[i] = arrays_[i].num_bytes();  // not shared yet: no lock
   }
 }
 
@@ -59,18 +58,10 @@ absl::Status ArrivingInputs::Receive(JobStream* stream, uint64_t* data_hash) {
     });
   }
   ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "argument");
-  absl::Status s;
-  v1::RunJobRequest request;
-  while (s.ok() && stream->Read(&request)) {
-    if (!request.has_chunk()) {
-      s = absl::InvalidArgumentError("a RunJob stream carries one JobSpec");
-      break;
-    }
-    if (data_hash != nullptr) {
-      *data_hash = ChunkHash(*data_hash, request.chunk());
-    }
-    s = sequencer.Accept(request.chunk());
-  }
+  absl::Status s = ReadArgumentChunks(
+      stream, data_hash, [&sequencer](const v1::ArrayChunk& chunk) {
+        return sequencer.Accept(chunk);
+      });
   if (s.ok()) s = sequencer.Finish();
   if (!s.ok() && stream->cancelled()) {
     s = absl::CancelledError(

@@ -36,13 +36,7 @@ uint64_t SpecHash(const v1::JobSpec& spec) {
 absl::Status Replay(const std::string& call_id,
                     const CallRegistry::Outcome& done, JobStream* stream) {
   uint64_t data_hash = 0;
-  v1::RunJobRequest request;
-  while (stream->Read(&request)) {
-    if (!request.has_chunk()) {
-      return absl::InvalidArgumentError("a RunJob stream carries one JobSpec");
-    }
-    data_hash = ChunkHash(data_hash, request.chunk());
-  }
+  SHARD_RETURN_IF_ERROR(ReadArgumentChunks(stream, &data_hash, nullptr));
   if (data_hash != done.data_hash) {
     return absl::InvalidArgumentError(absl::StrCat(
         "call_id '", call_id, "' was already used for ", done.job_id,
@@ -96,9 +90,8 @@ class ClientSink : public ResultSink {
     result_ = make_(outputs);
     return writer_->Result(*result_);
   }
-  bool Chunk(uint32_t index, uint64_t offset, const uint8_t* data,
-             size_t size) override {
-    return writer_->Chunk(index, offset, data, size);
+  bool Chunk(v1::ArrayChunk&& chunk) override {
+    return writer_->Chunk(std::move(chunk));
   }
   // Set once Begin was called.
   const std::optional<v1::JobResult>& result() const { return result_; }
@@ -269,7 +262,7 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
     claim->Finish(std::move(outcome));
   }
   held.reset();
-  if (!writer.begun()) return SendResult(result, returned, stream);
+  if (!sink.result().has_value()) return SendResult(result, returned, stream);
   // Only the last chunk, held back for the status, is left.
   if (!writer.Close()) return absl::CancelledError("client went away");
   return absl::OkStatus();

@@ -14,33 +14,42 @@ uint64_t ChunkHash(uint64_t hash, const v1::ArrayChunk& chunk) {
                       absl::string_view(chunk.data()));
 }
 
+absl::Status ReadArgumentChunks(
+    JobStream* stream, uint64_t* data_hash,
+    const std::function<absl::Status(const v1::ArrayChunk&)>& accept) {
+  v1::RunJobRequest request;
+  while (stream->Read(&request)) {
+    if (!request.has_chunk()) {
+      return absl::InvalidArgumentError("a RunJob stream carries one JobSpec");
+    }
+    if (data_hash != nullptr) {
+      *data_hash = ChunkHash(*data_hash, request.chunk());
+    }
+    if (accept) SHARD_RETURN_IF_ERROR(accept(request.chunk()));
+  }
+  return absl::OkStatus();
+}
+
 ResultWriter::ResultWriter(JobStream* stream)
     : out_([stream](const v1::RunJobResponse& r, bool last) {
         return last ? stream->WriteLast(r) : stream->Write(r);
       }) {}
 
 bool ResultWriter::Result(const v1::JobResult& result) {
-  begun_ = true;
   v1::RunJobResponse response;
   *response.mutable_result() = result;
   return out_.Push(std::move(response));
 }
 
-bool ResultWriter::Chunk(uint32_t index, uint64_t offset, const uint8_t* data,
-                         size_t size) {
+bool ResultWriter::Chunk(v1::ArrayChunk&& chunk) {
   v1::RunJobResponse response;
-  v1::ArrayChunk* chunk = response.mutable_chunk();
-  chunk->set_index(index);
-  chunk->set_offset(offset);
-  chunk->set_data(data, size);
+  *response.mutable_chunk() = std::move(chunk);
   return out_.Push(std::move(response));
 }
 
 bool ResultWriter::Output(uint32_t index, const Tensor& output) {
   return SendTensorChunks(index, output, [this](v1::ArrayChunk&& chunk) {
-    v1::RunJobResponse r;
-    *r.mutable_chunk() = std::move(chunk);
-    return out_.Push(std::move(r));
+    return Chunk(std::move(chunk));
   });
 }
 

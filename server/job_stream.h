@@ -7,6 +7,7 @@
 #define SHARDMAP_SERVER_JOB_STREAM_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -40,6 +41,14 @@ class JobStream {
 // the same call_id must send the same data.
 uint64_t ChunkHash(uint64_t hash, const v1::ArrayChunk& chunk);
 
+// Reads the argument chunks that follow a RunJob's JobSpec, to the end of
+// the stream: each is folded into `data_hash` (if not null) and handed to
+// `accept` (if not null), whose error ends the reading. INVALID_ARGUMENT
+// for a second JobSpec.
+absl::Status ReadArgumentChunks(
+    JobStream* stream, uint64_t* data_hash,
+    const std::function<absl::Status(const v1::ArrayChunk&)>& accept);
+
 // Writes a job's answer to its client: the result, then the chunks of its
 // returned outputs, output by output, each in order. The last message is
 // held back until Close, so that it leaves with the call's status: a job
@@ -50,19 +59,15 @@ class ResultWriter {
   explicit ResultWriter(JobStream* stream);
 
   bool Result(const v1::JobResult& result);
-  // Bytes [offset, offset + size) of output `index`, in one chunk
-  // (size at most kChunkBytes).
-  bool Chunk(uint32_t index, uint64_t offset, const uint8_t* data, size_t size);
+  // The next chunk of a returned output.
+  bool Chunk(v1::ArrayChunk&& chunk);
   // All of output `index`, as chunks.
   bool Output(uint32_t index, const Tensor& output);
   // Writes the held message with WriteLast: nothing may be written after.
   bool Close();
-  // True once Result was called.
-  bool begun() const { return begun_; }
 
  private:
   TailWriter<v1::RunJobResponse> out_;
-  bool begun_ = false;
 };
 
 // Sends a job's result, then its returned outputs (by output; null: stored,

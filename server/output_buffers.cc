@@ -128,7 +128,7 @@ size_t OutputBuffers::ReturnedBytesLocked() const {
   return bytes;
 }
 
-absl::StatusOr<std::optional<std::vector<DeviceResult>>>
+absl::StatusOr<std::optional<std::vector<const DeviceResult*>>>
 OutputBuffers::AwaitStreamable(size_t min_bytes, absl::Time deadline,
                                const Watch& watch) {
   // A job that need not stream keeps waiting for its devices to finish,
@@ -150,14 +150,9 @@ OutputBuffers::AwaitStreamable(size_t min_bytes, absl::Time deadline,
   if (!StreamableLocked() || ReturnedBytesLocked() <= min_bytes) {
     return std::nullopt;
   }
-  std::vector<DeviceResult> headers;
-  for (const std::optional<DeviceResult>& h : announced_) {
-    DeviceResult copy;
-    copy.outputs = h->outputs;
-    copy.digests = h->digests;
-    copy.blocks.resize(h->outputs.size());
-    headers.push_back(std::move(copy));
-  }
+  std::vector<const DeviceResult*> headers;
+  for (const std::optional<DeviceResult>& h : announced_)
+    headers.push_back(&*h);
   return headers;
 }
 
@@ -176,9 +171,9 @@ size_t OutputBuffers::PlacedPrefix(size_t o) const {
   return prefix;
 }
 
-absl::StatusOr<const uint8_t*> OutputBuffers::AwaitPlaced(size_t o, size_t end,
-                                                          absl::Time deadline,
-                                                          const Watch& watch) {
+absl::Status OutputBuffers::AwaitPlaced(size_t o, size_t end,
+                                        absl::Time deadline,
+                                        const Watch& watch) {
   auto in = [this, o, end]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !stopped_.ok() || PlacedPrefix(o) >= end;
   };
@@ -192,6 +187,11 @@ absl::StatusOr<const uint8_t*> OutputBuffers::AwaitPlaced(size_t o, size_t end,
         " bytes had come from the workers when the job's "
         "deadline passed"));
   }
+  return absl::OkStatus();
+}
+
+const uint8_t* OutputBuffers::data(size_t o) {
+  absl::MutexLock lock(&mu_);
   return outputs_[o].whole->data();
 }
 

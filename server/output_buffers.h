@@ -66,16 +66,19 @@ class OutputBuffers {
   // Waits until the outputs can stream: every device announced, every
   // returned output has its whole array with every representative block
   // going into it, and they return more than `min_bytes` in all. Returns
-  // the devices' headers, by device; nullopt once they cannot (a block
-  // left out: the assembly judges it) or, when every device finished,
-  // need not. Errors: Stop's, DEADLINE_EXCEEDED at `deadline`.
-  absl::StatusOr<std::optional<std::vector<DeviceResult>>> AwaitStreamable(
-      size_t min_bytes, absl::Time deadline, const Watch& watch);
+  // the devices' announced headers, by device (kept here, unchanged, for
+  // the life of the buffers); nullopt once they cannot (a block left out:
+  // the assembly judges it) or, when every device finished, need not.
+  // Errors: Stop's, DEADLINE_EXCEEDED at `deadline`.
+  absl::StatusOr<std::optional<std::vector<const DeviceResult*>>>
+  AwaitStreamable(size_t min_bytes, absl::Time deadline, const Watch& watch);
   // Waits until bytes [0, end) of the whole output `o` (once streamable)
-  // are in; returns its data. Errors as AwaitStreamable.
-  absl::StatusOr<const uint8_t*> AwaitPlaced(size_t o, size_t end,
-                                             absl::Time deadline,
-                                             const Watch& watch);
+  // are in. Errors as AwaitStreamable.
+  absl::Status AwaitPlaced(size_t o, size_t end, absl::Time deadline,
+                           const Watch& watch);
+  // The bytes of the whole output `o`, once streamable: read only what
+  // AwaitPlaced said is in.
+  const uint8_t* data(size_t o);
 
   // The whole output `o` that the sinks filled; nullopt if none was made.
   // Only once every sink's writing has ended.
@@ -112,6 +115,7 @@ class OutputBuffers {
   absl::Mutex mu_;
   uint64_t budget_ ABSL_GUARDED_BY(mu_);  // bytes left for whole outputs
   std::vector<Output> outputs_ ABSL_GUARDED_BY(mu_);
+  // By device: the headers it announced (its blocks are not kept).
   std::vector<std::optional<DeviceResult>> announced_ ABSL_GUARDED_BY(mu_);
   int64_t num_announced_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t num_finished_ ABSL_GUARDED_BY(mu_) = 0;

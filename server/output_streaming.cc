@@ -27,28 +27,29 @@ absl::StatusOr<bool> StreamOutputs(
     const OutputBuffers::Watch& watch) {
   // One chunk or none would be held back for the call's status anyway.
   SHARD_ASSIGN_OR_RETURN(
-      const std::optional<std::vector<DeviceResult>> announced,
+      const std::optional<std::vector<const DeviceResult*>> announced,
       buffers.AwaitStreamable(kChunkBytes, deadline, watch));
   if (!announced.has_value()) return false;
-  std::vector<const DeviceResult*> devices;
-  for (const DeviceResult& r : *announced) devices.push_back(&r);
   std::vector<BlockLayout> layouts;
   SHARD_ASSIGN_OR_RETURN(const std::vector<JobOutput> outputs,
-                         OutputHeaders(plan, workers, devices, &layouts));
+                         OutputHeaders(plan, workers, *announced, &layouts));
   const absl::Status gone = absl::CancelledError("client went away");
   if (!sink.Begin(outputs)) return gone;
   for (size_t o = 0; o < outputs.size(); ++o) {
     if (!outputs[o].stored_as.empty()) continue;
-    const size_t total = outputs[o].meta.num_bytes();
-    for (size_t offset = 0; offset < total; offset += kChunkBytes) {
-      const size_t size = std::min(kChunkBytes, total - offset);
-      SHARD_ASSIGN_OR_RETURN(
-          const uint8_t* data,
-          buffers.AwaitPlaced(o, offset + size, deadline, watch));
-      if (!sink.Chunk(static_cast<uint32_t>(o), offset, data + offset, size)) {
-        return gone;
-      }
-    }
+    // Each chunk goes as soon as the devices' bytes it holds are placed.
+    absl::Status placed;
+    const bool sent = SendBytesChunks(
+        static_cast<uint32_t>(o), buffers.data(o), outputs[o].meta.num_bytes(),
+        [&sink](v1::ArrayChunk&& chunk) {
+          return sink.Chunk(std::move(chunk));
+        },
+        [&](size_t offset, size_t length) {
+          placed = buffers.AwaitPlaced(o, offset + length, deadline, watch);
+          return placed.ok();
+        });
+    SHARD_RETURN_IF_ERROR(placed);
+    if (!sent) return gone;
   }
   return true;
 }

@@ -17,6 +17,7 @@
 #include "server/output_buffers.h"
 #include "server/planner.h"
 #include "server/worker_pool.h"
+#include "shardmap/v1/common.pb.h"
 
 namespace shardmap {
 
@@ -27,10 +28,9 @@ class ResultSink {
   // Sends the job's result for `outputs` (headers, stored_as set; no
   // data). False if the client went away.
   virtual bool Begin(const std::vector<JobOutput>& outputs) = 0;
-  // Sends bytes [offset, offset + size) of returned output `index`, in
-  // order, at most kChunkBytes at a time. False if the client went away.
-  virtual bool Chunk(uint32_t index, uint64_t offset, const uint8_t* data,
-                     size_t size) = 0;
+  // Sends the next chunk of a returned output (output by output, each in
+  // order). False if the client went away.
+  virtual bool Chunk(v1::ArrayChunk&& chunk) = 0;
 };
 
 // Whether `plan`'s outputs may stream while its devices run: only for a

@@ -29,7 +29,8 @@ JobPlan TwoArguments(size_t a_elements) {
         BlockLayout::Create(mesh, PartitionSpec(), {n}, "in_specs[0]", "P()");
     EXPECT_TRUE(layout.ok()) << layout.status();
     plan.args.push_back(ArgPlan{ArrayMeta{DType::kFloat32, {n}},
-                                PartitionSpec(), *std::move(layout)});
+                                PartitionSpec(), *std::move(layout),
+                                std::nullopt, /*donated=*/false});
   }
   return plan;
 }

@@ -167,7 +167,7 @@ TEST(OutputBuffersTest, WhatIsInIsThePrefixTheWrittenBytesCover) {
       AnnounceBlocks(buffers, d,
                      {ArrayMeta{DType::kFloat32, {rows[d], cols[d]}}});
     }
-    absl::StatusOr<std::optional<std::vector<DeviceResult>>> streamable =
+    absl::StatusOr<std::optional<std::vector<const DeviceResult*>>> streamable =
         buffers.AwaitStreamable(0, absl::InfinitePast(), {});
     ASSERT_TRUE(streamable.ok() && streamable->has_value());
     std::mt19937 rng(11);
@@ -209,7 +209,7 @@ TEST(OutputBuffersTest, AnOutputWithABlockLeftOutCannotStream) {
   ASSERT_NE(buffers.SinkFor(0, 0, ArrayMeta{DType::kFloat32, {2}}), nullptr);
   ASSERT_EQ(buffers.SinkFor(0, 2, ArrayMeta{DType::kFloat32, {3}}), nullptr);
   AnnounceAll(buffers, ArrayMeta{DType::kFloat32, {2}});
-  absl::StatusOr<std::optional<std::vector<DeviceResult>>> headers =
+  absl::StatusOr<std::optional<std::vector<const DeviceResult*>>> headers =
       buffers.AwaitStreamable(0, absl::InfiniteFuture(), {});
   ASSERT_TRUE(headers.ok());
   EXPECT_FALSE(headers->has_value());
@@ -227,12 +227,12 @@ TEST(OutputBuffersTest, SmallOutputsWaitForTheDevicesToFinish) {
   }
   AnnounceAll(buffers, ArrayMeta{DType::kFloat32, {2}});
   // 16 bytes are more than 15: they stream at once.
-  absl::StatusOr<std::optional<std::vector<DeviceResult>>> big =
+  absl::StatusOr<std::optional<std::vector<const DeviceResult*>>> big =
       buffers.AwaitStreamable(15, absl::InfiniteFuture(), {});
   ASSERT_TRUE(big.ok());
   ASSERT_TRUE(big->has_value());
   EXPECT_EQ((*big)->size(), 4u);
-  EXPECT_EQ((**big)[3].outputs[0].shape, (Shape{2}));
+  EXPECT_EQ((**big)[3]->outputs[0].shape, (Shape{2}));
   int watched = 0;
   OutputBuffers::Watch finish_all{absl::Milliseconds(1), [&] {
                                     ++watched;
@@ -240,7 +240,7 @@ TEST(OutputBuffersTest, SmallOutputsWaitForTheDevicesToFinish) {
                                       buffers.Finished(d);
                                     }
                                   }};
-  absl::StatusOr<std::optional<std::vector<DeviceResult>>> small =
+  absl::StatusOr<std::optional<std::vector<const DeviceResult*>>> small =
       buffers.AwaitStreamable(16, absl::InfiniteFuture(), finish_all);
   ASSERT_TRUE(small.ok());
   EXPECT_FALSE(small->has_value());
@@ -259,9 +259,9 @@ TEST(OutputBuffersTest, TheWaitsEndAtTheDeadlineSayingHowFarTheyGot) {
   ASSERT_NE(buffers.SinkFor(0, 2, ArrayMeta{DType::kFloat32, {2}}), nullptr);
   const float one = 1.0f;
   sink(0, absl::string_view(reinterpret_cast<const char*>(&one), 4));
-  EXPECT_TRUE(StatusIs(
-      buffers.AwaitPlaced(0, 8, absl::InfinitePast(), {}).status(),
-      absl::StatusCode::kDeadlineExceeded, {"output 0: 4 of its 16 bytes"}));
+  EXPECT_TRUE(StatusIs(buffers.AwaitPlaced(0, 8, absl::InfinitePast(), {}),
+                       absl::StatusCode::kDeadlineExceeded,
+                       {"output 0: 4 of its 16 bytes"}));
 }
 
 // A wait runs the watch while it waits, and the watch (as the fan-out's
@@ -292,15 +292,13 @@ TEST(OutputBuffersTest, AStopEndsTheWaitsFromTheWatchOrAnotherThread) {
                                   waiting.Notify();
                                 }
                               }};
-  EXPECT_TRUE(
-      StatusIs(other.AwaitPlaced(0, 4, absl::InfiniteFuture(), signal).status(),
-               absl::StatusCode::kCancelled, {"another device"}));
+  EXPECT_TRUE(StatusIs(other.AwaitPlaced(0, 4, absl::InfiniteFuture(), signal),
+                       absl::StatusCode::kCancelled, {"another device"}));
   stopper.join();
   // The first error stays.
   other.Stop(absl::InternalError("later"));
-  EXPECT_TRUE(
-      StatusIs(other.AwaitPlaced(0, 4, absl::InfiniteFuture(), {}).status(),
-               absl::StatusCode::kCancelled, {"another device"}));
+  EXPECT_TRUE(StatusIs(other.AwaitPlaced(0, 4, absl::InfiniteFuture(), {}),
+                       absl::StatusCode::kCancelled, {"another device"}));
 }
 
 }  // namespace
