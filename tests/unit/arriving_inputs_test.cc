@@ -127,7 +127,8 @@ TEST(ArrivingInputsTest, AWaitGivesUpAtItsDeadlineSayingWhatCame) {
                        {"argument 0: 0 of its 32 bytes had arrived"}));
 }
 
-// The data hash of a call with a call_id covers every chunk.
+// The data hash of a call with a call_id covers every chunk: it is the
+// fold of ChunkHash over exactly the chunks the client sent, in order.
 TEST(ArrivingInputsTest, HashesTheChunksItReceives) {
   const Tensor b = Iota(1, 0);
   uint64_t hashes[2] = {0, 0};
@@ -135,13 +136,17 @@ TEST(ArrivingInputsTest, HashesTheChunksItReceives) {
     Tensor a2 = Iota(8, 0);
     a2.data_as<float>()[7] += static_cast<float>(k);
     FakeJobStream stream(v1::JobSpec(), {&a2, &b});
+    uint64_t expected = 0;
+    for (size_t i = 1; i < stream.requests().size(); ++i) {
+      expected = ChunkHash(expected, stream.requests()[i].chunk());
+    }
     v1::RunJobRequest spec;
     ASSERT_TRUE(stream.Read(&spec));
     auto inputs = ArrivingInputs::ForPlan(TwoArguments(8));
     ASSERT_TRUE(inputs.ok());
     ASSERT_TRUE((*inputs)->Receive(&stream, &hashes[k]).ok());
+    EXPECT_EQ(hashes[k], expected) << k;
   }
-  EXPECT_NE(hashes[0], 0u);
   EXPECT_NE(hashes[0], hashes[1]);
 }
 

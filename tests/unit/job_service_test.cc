@@ -475,19 +475,20 @@ TEST_F(JobServiceTest, JobsThatHoldStateReplyOnlyOnceTheirDevicesAreDone) {
 // UNAVAILABLE: the waits for its bytes run the job's liveness check, and
 // the chunk held back for the status never goes out.
 TEST_F(JobServiceTest, AWorkerLostWhileItsOutputsStreamFailsTheJob) {
-  std::atomic<bool> lost{false};
+  // Shared with the runner, which outlives this test's body.
+  auto lost = std::make_shared<std::atomic<bool>>(false);
   runner_options_.liveness_poll = absl::Milliseconds(5);
-  runner_options_.check_live = [&](const WorkerPool::Worker& w) {
-    return lost ? absl::UnavailableError(
-                      absl::StrCat("worker ", w.id, " stopped answering"))
-                : absl::OkStatus();
+  runner_options_.check_live = [lost](const WorkerPool::Worker& w) {
+    return *lost ? absl::UnavailableError(
+                       absl::StrCat("worker ", w.id, " stopped answering"))
+                 : absl::OkStatus();
   };
   const Tensor x = Ramp(3);
   Service();
   workers_.HoldLastNext(1);
   auto job = Start(Spec("neg", x.shape()), x);
   ASSERT_TRUE(WaitUntil([&] { return job->stream->writes() >= 2; }, kLong));
-  lost = true;
+  *lost = true;
   EXPECT_TRUE(StatusIs(job->Join(), absl::StatusCode::kUnavailable,
                        {"stopped answering"}));
   EXPECT_EQ(workers_.cancelled(), 1);
