@@ -132,6 +132,7 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
   v1::JobSpec* spec = request.mutable_spec();
   *spec = JobSpecOf(job, options_.default_mesh);
   spec->set_call_id(job.call_id);
+  spec->set_inline_outputs(true);  // small answers come as one message
 
   // Arguments that travel on the stream (resident ones do not).
   std::vector<const Tensor*> sent(job.args.size(), nullptr);
@@ -237,6 +238,10 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
         sinks.push_back(ChunkSequencer::Into(t));
       }
       ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "output");
+      // Small outputs come inside the result (JobSpec.inline_outputs).
+      for (const v1::ArrayChunk& chunk : response.result().chunks()) {
+        if (status.ok()) status = sequencer.Accept(chunk);
+      }
       while (status.ok() && stream->Read(&response)) {
         status =
             response.has_chunk()

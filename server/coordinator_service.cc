@@ -220,7 +220,8 @@ grpc::ServerUnaryReactor* RegistryService::Register(
   auto id = pool_->Register(
       request->address(), request->incarnation(), functions,
       request->has_rank() ? std::optional<int64_t>(request->rank())
-                          : std::nullopt);
+                          : std::nullopt,
+      request->inline_chunks());
   if (!id.ok()) {
     reactor->Finish(ToGrpcStatus(id.status()));
     return reactor;

@@ -23,18 +23,20 @@
 namespace shardmap {
 namespace {
 
-// The request of a job with a call_id, without it: what a retry must
-// repeat.
+// The request of a job with a call_id, without it and without how the
+// client takes its answer: what a retry must repeat.
 uint64_t SpecHash(const v1::JobSpec& spec) {
   v1::JobSpec copy = spec;
   copy.clear_call_id();
+  copy.clear_inline_outputs();
   return absl::HashOf(copy.SerializeAsString());
 }
 
 // Answers a retried job from its first run: reads the retry's data (which
 // must be the first run's), then sends the first run's result.
 absl::Status Replay(const std::string& call_id,
-                    const CallRegistry::Outcome& done, JobStream* stream) {
+                    const CallRegistry::Outcome& done, bool inline_outputs,
+                    JobStream* stream) {
   uint64_t data_hash = 0;
   SHARD_RETURN_IF_ERROR(ReadArgumentChunks(stream, &data_hash, nullptr));
   if (data_hash != done.data_hash) {
@@ -59,7 +61,7 @@ absl::Status Replay(const std::string& call_id,
         " bytes of returned outputs were not kept (over the coordinator's "
         "--call-memory-bytes); its effects on resident arrays stand"));
   }
-  return SendResult(result, done.outputs, stream);
+  return SendResult(result, done.outputs, stream, inline_outputs);
 }
 
 // Counts a Run in progress for as long as it lives.
@@ -170,7 +172,7 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
       spdlog::info("{}: call_id {} ran as {}; answering the retry from it",
                    job_id, spec.call_id(), begun.done->job_id);
       end->replayed = true;
-      return Replay(spec.call_id(), *begun.done, stream);
+      return Replay(spec.call_id(), *begun.done, spec.inline_outputs(), stream);
     }
     claim = std::move(begun.claim);
   }
@@ -262,7 +264,9 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
     claim->Finish(std::move(outcome));
   }
   held.reset();
-  if (!sink.result().has_value()) return SendResult(result, returned, stream);
+  if (!sink.result().has_value()) {
+    return SendResult(result, returned, stream, spec.inline_outputs());
+  }
   // Only the last chunk, held back for the status, is left.
   if (!writer.Close()) return absl::CancelledError("client went away");
   return absl::OkStatus();

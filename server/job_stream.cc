@@ -57,9 +57,26 @@ bool ResultWriter::Close() { return out_.Close(); }
 
 absl::Status SendResult(const v1::JobResult& result,
                         const std::vector<std::shared_ptr<const Tensor>>& outs,
-                        JobStream* stream) {
+                        JobStream* stream, bool inline_chunks) {
   ResultWriter out(stream);
   const absl::Status gone = absl::CancelledError("client went away");
+  size_t returned_bytes = 0;
+  for (const auto& o : outs) {
+    if (o != nullptr) returned_bytes += o->num_bytes();
+  }
+  if (inline_chunks && returned_bytes <= kInlineChunkBytes) {
+    v1::JobResult whole = result;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (outs[i] == nullptr) continue;
+      SendTensorChunks(static_cast<uint32_t>(i), *outs[i],
+                       [&whole](v1::ArrayChunk&& chunk) {
+                         *whole.add_chunks() = std::move(chunk);
+                         return true;
+                       });
+    }
+    if (!out.Result(whole) || !out.Close()) return gone;
+    return absl::OkStatus();
+  }
   if (!out.Result(result)) return gone;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (outs[i] == nullptr) continue;  // stored, not returned

@@ -72,10 +72,12 @@ class ResultWriter {
 
 // Sends a job's result, then its returned outputs (by output; null: stored,
 // not returned) as chunks, the last of them with WriteLast: nothing may be
-// written after it. CANCELLED if the client went away.
+// written after it. With `inline_chunks` (JobSpec.inline_outputs), outputs
+// of at most kInlineChunkBytes in all go inside the result instead
+// (JobResult.chunks). CANCELLED if the client went away.
 absl::Status SendResult(const v1::JobResult& result,
                         const std::vector<std::shared_ptr<const Tensor>>& outs,
-                        JobStream* stream);
+                        JobStream* stream, bool inline_chunks = false);
 
 }  // namespace shardmap
 

@@ -92,17 +92,31 @@ v1::ShardRequest JobRequest(const std::string& job_id, const JobPlan& plan,
     }
   }
   job->set_two_phase(common.two_phase);
+  job->set_inline_outputs(true);
   return request;
 }
 
+// The bytes of device `d`'s blocks of the arguments that travel with the
+// job.
+size_t TravellingBytes(const JobPlan& plan, int64_t d) {
+  size_t bytes = 0;
+  for (const ArgPlan& a : plan.args) {
+    if (a.resident.has_value()) continue;
+    bytes += BlockRegion(a.layout.global_shape(), a.layout.block_shape(),
+                         a.layout.BlockOrigin(d), ItemSize(a.meta.dtype))
+                 .num_bytes();
+  }
+  return bytes;
+}
+
 // Hands device `d`'s blocks of the arguments that travel with the job to
-// `out`, each piece as soon as the client's bytes it needs are in. False if
-// the stream broke; an error if the arguments failed or did not come in
-// time (ArrivingInputs::Await), or the job ended elsewhere.
-absl::StatusOr<bool> SendArguments(const JobPlan& plan, int64_t d,
-                                   const ArrivingInputs& inputs,
-                                   absl::Time deadline,
-                                   TailWriter<v1::ShardRequest>& out) {
+// `emit` as chunks, each as soon as the client's bytes it needs are in.
+// False if `emit` did (the stream broke); an error if the arguments failed
+// or did not come in time (ArrivingInputs::Await), or the job ended
+// elsewhere.
+absl::StatusOr<bool> SendArguments(
+    const JobPlan& plan, int64_t d, const ArrivingInputs& inputs,
+    absl::Time deadline, const std::function<bool(v1::ArrayChunk&&)>& emit) {
   for (size_t i = 0; i < plan.args.size(); ++i) {
     const ArgPlan& a = plan.args[i];
     if (a.resident.has_value()) continue;  // the worker fetches it
@@ -114,21 +128,16 @@ absl::StatusOr<bool> SendArguments(const JobPlan& plan, int64_t d,
       arrived = inputs.Await(i, region.GlobalEnd(offset, length), deadline);
       return arrived.ok();
     };
-    auto push = [&](v1::ArrayChunk&& chunk) {
-      v1::ShardRequest r;
-      *r.mutable_chunk() = std::move(chunk);
-      return out.Push(std::move(r));
-    };
     const bool ok =
         region.contiguous()
             ? SendBytesChunks(static_cast<uint32_t>(i), base + region.start(),
-                              region.num_bytes(), push, ready)
+                              region.num_bytes(), emit, ready)
             : SendChunks(
                   static_cast<uint32_t>(i), region.num_bytes(),
                   [&](size_t offset, size_t length, uint8_t* dst) {
                     region.CopyOut(base, offset, length, dst);
                   },
-                  push, ready);
+                  emit, ready);
     if (!arrived.ok()) return arrived;
     if (!ok) return false;
   }
@@ -141,6 +150,35 @@ absl::StatusOr<bool> SendArguments(const JobPlan& plan, int64_t d,
         inputs.Await(i, inputs.arrays()[i].num_bytes(), deadline));
   }
   return true;
+}
+
+// Hands device `d`'s request to `out`: its header, and the chunks of its
+// blocks of the arguments that travel with the job, inside the header when
+// they are small and the worker takes them there (the request is then one
+// message), else as messages of their own. Results as SendArguments.
+absl::StatusOr<bool> SendRequest(const std::string& job_id, const JobPlan& plan,
+                                 int64_t d, const ShardCallContext& context,
+                                 const ArrivingInputs& inputs,
+                                 TailWriter<v1::ShardRequest>& out) {
+  v1::ShardRequest header = JobRequest(job_id, plan, d, context);
+  if ((*context.workers)[d].inline_chunks &&
+      TravellingBytes(plan, d) <= kInlineChunkBytes) {
+    v1::ShardJob* job = header.mutable_job();
+    const absl::StatusOr<bool> added = SendArguments(
+        plan, d, inputs, context.deadline, [job](v1::ArrayChunk&& chunk) {
+          *job->add_chunks() = std::move(chunk);
+          return true;
+        });
+    if (!added.ok()) return added;
+    return out.Push(std::move(header));
+  }
+  if (!out.Push(std::move(header))) return false;
+  return SendArguments(plan, d, inputs, context.deadline,
+                       [&out](v1::ArrayChunk&& chunk) {
+                         v1::ShardRequest r;
+                         *r.mutable_chunk() = std::move(chunk);
+                         return out.Push(std::move(r));
+                       });
 }
 
 // Takes the worker's ShardOutputs and reads the chunks of the outputs the
@@ -197,6 +235,12 @@ absl::StatusOr<DeviceResult> ReceiveOutputs(const JobPlan& plan, int64_t d,
   // The job may stream the outputs on once every device got this far.
   if (common.outputs != nullptr) common.outputs->Announce(d, result);
   ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "output");
+  // Small outputs come inside ShardOutputs (ShardJob.inline_outputs).
+  for (const v1::ArrayChunk& chunk : outputs.chunks()) {
+    if (absl::Status s = sequencer.Accept(chunk); !s.ok()) {
+      return Abandon(ch, s);
+    }
+  }
   v1::ShardResponse response;
   while (!sequencer.done() && ch.Read(&response)) {
     absl::Status s =
@@ -229,9 +273,7 @@ absl::StatusOr<DeviceResult> RunShardCall(const std::string& job_id,
     return last && !context.two_phase ? ch.WriteLast(r) : ch.Write(r);
   });
   const absl::StatusOr<bool> sent =
-      out.Push(JobRequest(job_id, plan, d, context))
-          ? SendArguments(plan, d, inputs, context.deadline, out)
-          : false;
+      SendRequest(job_id, plan, d, context, inputs, out);
   // Arguments that failed end the call with their own error, not the
   // stream's.
   if (!sent.ok()) return Abandon(ch, sent.status());

@@ -57,7 +57,7 @@ std::string MissingRanks(const std::vector<int64_t>& missing) {
 absl::StatusOr<std::string> WorkerPool::Register(
     const std::string& address, uint64_t incarnation,
     const std::vector<v1::FunctionSignature>& functions,
-    std::optional<int64_t> rank) {
+    std::optional<int64_t> rank, bool inline_chunks) {
   if (address.empty()) {
     return absl::InvalidArgumentError("worker registered without an address");
   }
@@ -93,9 +93,9 @@ absl::StatusOr<std::string> WorkerPool::Register(
     (*offered)[f.name()] = f;
   }
   const uint64_t seq = next_seq_++;
-  Worker w{absl::StrCat("w", seq), address, incarnation,
-           options_.clock(),       rank,    false,
-           std::move(offered)};
+  Worker w{absl::StrCat("w", seq), address,      incarnation,
+           options_.clock(),       rank,         false,
+           std::move(offered),     inline_chunks};
   workers_[seq] = w;
   spdlog::info("worker {} joined from {}{}", w.id, address,
                rank.has_value() ? absl::StrCat(" as rank ", *rank) : "");

@@ -51,6 +51,9 @@ class WorkerPool {
     // The functions it registered, by name (server/function_availability.h).
     std::shared_ptr<const std::map<std::string, v1::FunctionSignature>>
         functions;
+    // It takes a small job's argument chunks inside the ShardJob
+    // (RegisterRequest.inline_chunks).
+    bool inline_chunks = false;
   };
 
   explicit WorkerPool(Options options) : options_(std::move(options)) {}
@@ -64,7 +67,7 @@ class WorkerPool {
   absl::StatusOr<std::string> Register(
       const std::string& address, uint64_t incarnation,
       const std::vector<v1::FunctionSignature>& functions,
-      std::optional<int64_t> rank = std::nullopt);
+      std::optional<int64_t> rank = std::nullopt, bool inline_chunks = false);
   // NOT_FOUND if the worker is unknown, expired, or of an old incarnation.
   // `draining` marks it draining for good.
   absl::Status Heartbeat(const std::string& id, uint64_t incarnation,

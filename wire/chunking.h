@@ -22,6 +22,10 @@ inline constexpr size_t kChunkBytes = 1 << 20;
 // The message size limit every channel and server sets explicitly: one
 // chunk plus headroom for a job header with long names.
 inline constexpr int kMaxMessageBytes = 8 << 20;
+// The most array bytes that ride as chunks inside a header message
+// (ShardOutputs.chunks) instead of as chunk messages of their own: a small
+// answer is then one message, and one packet, instead of two or more.
+inline constexpr size_t kInlineChunkBytes = 64 << 10;
 
 // Asked before each chunk's bytes are read: ready(offset, length) for
 // bytes [offset, offset+length) of the array; false stops the sending.

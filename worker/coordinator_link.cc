@@ -81,6 +81,7 @@ void CoordinatorLink::Loop() {
         for (auto& b : options_.held_blocks()) *req.add_held() = std::move(b);
       }
       if (options_.rank.has_value()) req.set_rank(*options_.rank);
+      req.set_inline_chunks(true);
       v1::RegisterResponse resp;
       grpc::Status s = stub_->Register(&ctx, req, &resp);
       if (s.ok()) {

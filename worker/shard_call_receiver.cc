@@ -57,6 +57,9 @@ absl::Status ReceiveCall(ShardStream& stream, uint64_t max_job_bytes,
     return absl::InvalidArgumentError(
         "RunShard stream must start with a ShardJob");
   }
+  // Small arguments come inside the ShardJob (RegisterRequest.inline_chunks).
+  google::protobuf::RepeatedPtrField<v1::ArrayChunk> inline_chunks;
+  inline_chunks.Swap(request.mutable_job()->mutable_chunks());
   const v1::ShardJob& job = request.job();
   received->header = job;
   received->header.clear_args();
@@ -101,6 +104,9 @@ absl::Status ReceiveCall(ShardStream& stream, uint64_t max_job_bytes,
     call.args.push_back(std::move(t));
   }
   ChunkSequencer sequencer = ChunkSequencer::ForTensors(call.args, "argument");
+  for (const v1::ArrayChunk& chunk : inline_chunks) {
+    SHARD_RETURN_IF_ERROR(sequencer.Accept(chunk));
+  }
   // Stop at the last byte rather than at the coordinator's half-close: a
   // two-phase job's stream stays open for the commit decision.
   while (!sequencer.done() && stream.Read(&request)) {

@@ -268,21 +268,41 @@ absl::Status ShardJob::Send(v1::ShardResponse response,
                                        : stream_->Write(r);
   });
   const absl::Status gone = absl::CancelledError("coordinator went away");
-  if (!out.Push(std::move(response))) return gone;
   const std::vector<bool>& wanted = received_.send_outputs;
+  // The outputs whose bytes the coordinator asked for. A stored output has
+  // moved into the store (its header and digest go out in `response`); the
+  // coordinator never asks for its data.
+  std::vector<uint32_t> returned;
+  size_t returned_bytes = 0;
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (i < wanted.size() && !wanted[i]) continue;
-    // A stored output has moved into the store (its header and digest went
-    // out above); the coordinator never asks for its data.
     const bool stored = static_cast<int>(i) < header.resident_outputs_size() &&
                         !header.resident_outputs(i).name().empty();
     if (stored) continue;
-    const bool ok = SendTensorChunks(static_cast<uint32_t>(i), outputs[i],
-                                     [&](v1::ArrayChunk&& chunk) {
-                                       v1::ShardResponse r;
-                                       *r.mutable_chunk() = std::move(chunk);
-                                       return out.Push(std::move(r));
-                                     });
+    returned.push_back(static_cast<uint32_t>(i));
+    returned_bytes += outputs[i].num_bytes();
+  }
+  // Small outputs ride in the ShardOutputs message: the answer is then one
+  // message, which leaves with the call's status.
+  const bool inline_chunks =
+      header.inline_outputs() && returned_bytes <= kInlineChunkBytes;
+  if (inline_chunks) {
+    v1::ShardOutputs* carrier = response.mutable_outputs();
+    for (uint32_t i : returned) {
+      SendTensorChunks(i, outputs[i], [&](v1::ArrayChunk&& chunk) {
+        *carrier->add_chunks() = std::move(chunk);
+        return true;
+      });
+    }
+  }
+  if (!out.Push(std::move(response))) return gone;
+  for (uint32_t i : inline_chunks ? std::vector<uint32_t>() : returned) {
+    const bool ok =
+        SendTensorChunks(i, outputs[i], [&](v1::ArrayChunk&& chunk) {
+          v1::ShardResponse r;
+          *r.mutable_chunk() = std::move(chunk);
+          return out.Push(std::move(r));
+        });
     if (!ok) return gone;
   }
   if (!out.Close()) return gone;

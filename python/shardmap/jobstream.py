@@ -25,6 +25,7 @@ _METHOD = "/shardmap.v1.Coordinator/RunJob"
 
 
 def _requests(spec, arrays, progress):
+    spec.inline_outputs = True  # a small answer comes as one message
     yield pb.RunJobRequest(spec=spec)
     for i, arr in enumerate(arrays):
         if arr is not None and arr.nbytes:
@@ -70,6 +71,9 @@ class _Reader:
             if self.progress:
                 self.progress.to_receive = sum(a.nbytes
                                                for a in buffers.values())
+            # Small outputs come inside the result (JobSpec.inline_outputs).
+            for chunk in self.result.chunks:
+                self.receiver.accept(chunk)
         elif isinstance(message, wire.Chunk):
             self.receiver.accept(message)
             if self.progress:

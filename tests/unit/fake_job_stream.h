@@ -77,8 +77,9 @@ class FakeJobStream final : public JobStream {
     }
     return responses_[0].result();
   }
-  // Returned output `o` reassembled from the chunks that followed the
-  // result. FAILED_PRECONDITION without a result.
+  // Returned output `o` reassembled from the chunks inside the result
+  // (JobResult.chunks) and those that followed it. FAILED_PRECONDITION
+  // without a result.
   absl::StatusOr<Tensor> Output(int o) const {
     absl::StatusOr<v1::JobResult> r = result();
     if (!r.ok()) return r.status();
@@ -88,12 +89,15 @@ class FakeJobStream final : public JobStream {
     absl::StatusOr<ArrayMeta> meta = HeaderFromProto(r->outputs(o), "output");
     if (!meta.ok()) return meta.status();
     Tensor out(meta->dtype, meta->shape);
-    size_t at = 0;
+    std::vector<const v1::ArrayChunk*> chunks;
+    for (const v1::ArrayChunk& c : r->chunks()) chunks.push_back(&c);
     for (size_t i = 1; i < responses_.size(); ++i) {
-      const v1::ArrayChunk& c = responses_[i].chunk();
-      if (!responses_[i].has_chunk() || c.index() != static_cast<uint32_t>(o)) {
-        continue;
-      }
+      if (responses_[i].has_chunk()) chunks.push_back(&responses_[i].chunk());
+    }
+    size_t at = 0;
+    for (const v1::ArrayChunk* chunk : chunks) {
+      const v1::ArrayChunk& c = *chunk;
+      if (c.index() != static_cast<uint32_t>(o)) continue;
       if (c.offset() != at || at + c.data().size() > out.num_bytes()) {
         return absl::FailedPreconditionError("chunks out of order");
       }

@@ -161,6 +161,33 @@ TEST_F(JobServiceTest, RunsAJobAndReturnsItsOutput) {
   EXPECT_EQ(Service().failed(), 0);
 }
 
+TEST_F(JobServiceTest, ASmallAnswerIsOneMessageWhenTheClientTakesIt) {
+  v1::JobSpec spec = Spec("neg", {4});
+  spec.set_inline_outputs(true);
+  const Tensor x = Floats({1, -2, 3.5, 0});
+  FakeJobStream stream(spec, {&x});
+  ASSERT_TRUE(Service().Run(Call(), &stream).ok());
+  EXPECT_EQ(stream.responses().size(), 1u);
+  EXPECT_EQ(stream.result()->chunks_size(), 1);
+  EXPECT_EQ(Values(stream.Output(0)), (std::vector<float>{-1, 2, -3.5, 0}));
+
+  // Over kInlineChunkBytes, the chunks follow the result as messages.
+  const int64_t n = kInlineChunkBytes / sizeof(float) + 1;
+  std::vector<float> big(n), want(n);
+  for (int64_t i = 0; i < n; ++i) {
+    big[i] = 0.5f * i - 3;
+    want[i] = -big[i];
+  }
+  const Tensor y = Floats(big);
+  v1::JobSpec big_spec = Spec("neg", {n});
+  big_spec.set_inline_outputs(true);
+  FakeJobStream big_stream(big_spec, {&y});
+  ASSERT_TRUE(Service().Run(Call(), &big_stream).ok());
+  EXPECT_EQ(big_stream.result()->chunks_size(), 0);
+  EXPECT_EQ(big_stream.responses().size(), 2u);
+  EXPECT_EQ(Values(big_stream.Output(0)), want);
+}
+
 TEST_F(JobServiceTest, RefusesAJobOverTheConcurrentLimit) {
   JobService::Options options;
   options.max_concurrent_jobs = 1;

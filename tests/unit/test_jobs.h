@@ -17,17 +17,18 @@
 
 namespace shardmap {
 
-// identity over x=`devices` on a float32[2 * devices] split P('x'), its
-// output by `out_spec`, stored as `store_as` unless empty (planned against
-// `index`, or an empty one).
+// identity over x=`devices` on a float32[per_device * devices] split
+// P('x'), its output by `out_spec`, stored as `store_as` unless empty
+// (planned against `index`, or an empty one).
 inline JobPlan IdentityPlan(int devices, const char* out_spec = "P('x')",
                             const std::string& store_as = "",
-                            const ResidentIndex* index = nullptr) {
+                            const ResidentIndex* index = nullptr,
+                            int64_t per_device = 2) {
   v1::JobSpec spec;
   spec.set_function("identity");
   *spec.mutable_mesh() =
       MeshToProto(*Mesh::Create({{"x", static_cast<int64_t>(devices)}}));
-  *spec.add_args() = HeaderToProto(DType::kFloat32, {devices * 2});
+  *spec.add_args() = HeaderToProto(DType::kFloat32, {devices * per_device});
   *spec.add_in_specs() = SpecToProto(*PartitionSpec::Parse("P('x')"));
   *spec.add_out_specs() = SpecToProto(*PartitionSpec::Parse(out_spec));
   if (!store_as.empty()) spec.add_resident_outputs(store_as);

@@ -67,6 +67,15 @@ TEST_F(WorkerPoolTest, RegisterReturnsSequentialIds) {
   EXPECT_EQ(pool_.heartbeat_interval(), absl::Milliseconds(100));
 }
 
+TEST_F(WorkerPoolTest, RemembersWhetherAWorkerTakesInlineChunks) {
+  ASSERT_TRUE(pool_.Register("a:1", 1, {}, std::nullopt, true).ok());
+  ASSERT_TRUE(pool_.Register("b:1", 2, {}).ok());  // predates the field
+  const std::vector<WorkerPool::Worker> live = pool_.LiveWorkers();
+  ASSERT_EQ(live.size(), 2u);
+  EXPECT_TRUE(live[0].inline_chunks);
+  EXPECT_FALSE(live[1].inline_chunks);
+}
+
 TEST_F(WorkerPoolTest, RegisterRejectsEmptyAddress) {
   EXPECT_TRUE(StatusIs(pool_.Register("", 1, {}).status(),
                        absl::StatusCode::kInvalidArgument,
