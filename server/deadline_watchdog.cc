@@ -19,7 +19,7 @@ std::unique_ptr<DeadlineWatchdog::Watch> DeadlineWatchdog::Start(
   absl::MutexLock lock(&mu_);
   const uint64_t id = next_id_++;
   entries_[id] = Entry{deadline, std::move(on_expire)};
-  ++changes_;
+  if (deadline < wake_at_) ++changes_;
   return std::unique_ptr<Watch>(new Watch(this, id));
 }
 
@@ -48,8 +48,9 @@ void DeadlineWatchdog::Loop() {
     auto changed = [this, seen]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
       return stop_ || changes_ != seen;
     };
-    mu_.AwaitWithDeadline(absl::Condition(&changed),
-                          std::min(next, absl::Now() + absl::Seconds(1)));
+    wake_at_ = std::min(next, absl::Now() + absl::Seconds(1));
+    mu_.AwaitWithDeadline(absl::Condition(&changed), wake_at_);
+    wake_at_ = absl::InfinitePast();  // awake: every change is seen
   }
 }
 

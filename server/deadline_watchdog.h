@@ -56,6 +56,10 @@ class DeadlineWatchdog {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
+  // When the loop wakes next by itself. A watch whose deadline is no
+  // earlier needs no wake-up (most jobs': the loop looks at least once a
+  // second), so a job costs the watchdog's thread nothing.
+  absl::Time wake_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 
   // Declared last so it is joined before the state above is destroyed.
   std::thread thread_;
