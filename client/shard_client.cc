@@ -239,9 +239,7 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
       }
       ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "output");
       // Small outputs come inside the result (JobSpec.inline_outputs).
-      for (const v1::ArrayChunk& chunk : response.result().chunks()) {
-        if (status.ok()) status = sequencer.Accept(chunk);
-      }
+      if (status.ok()) status = sequencer.AcceptAll(response.result().chunks());
       while (status.ok() && stream->Read(&response)) {
         status =
             response.has_chunk()

@@ -42,7 +42,8 @@ void DeadlineWatchdog::Loop() {
         ++it;
       }
     }
-    // Wake at the earliest deadline, on a new watch, or on stop; at least
+    // Wake at the earliest deadline, on a new watch due before then (Start),
+    // or on stop; at least
     // once a second so clock jumps cannot strand a watch.
     const uint64_t seen = changes_;
     auto changed = [this, seen]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {

@@ -60,8 +60,10 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   const Running running(&running_);
   SHARD_ASSIGN_OR_RETURN(ResidentCommit commit,
                          ResidentCommit::Begin(plan, index_));
-  // Issued last, right before the headers go out: every ticket handed out
-  // is sent to its worker (unless the job is aborted meanwhile).
+  // Issued last, right before the headers go out (a header that carries
+  // its device's arguments goes once the whole upload is in): every ticket
+  // handed out is sent to its worker (unless the job is aborted meanwhile,
+  // and then as a skip).
   const std::vector<uint64_t> tickets = IssueTickets(workers);
   std::atomic<uint64_t> returned_bytes{0};
   OutputBuffers buffers(plan, options_.max_job_bytes);

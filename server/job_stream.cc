@@ -68,11 +68,8 @@ absl::Status SendResult(const v1::JobResult& result,
     v1::JobResult whole = result;
     for (size_t i = 0; i < outs.size(); ++i) {
       if (outs[i] == nullptr) continue;
-      SendTensorChunks(static_cast<uint32_t>(i), *outs[i],
-                       [&whole](v1::ArrayChunk&& chunk) {
-                         *whole.add_chunks() = std::move(chunk);
-                         return true;
-                       });
+      AppendTensorChunks(static_cast<uint32_t>(i), *outs[i],
+                         whole.mutable_chunks());
     }
     if (!out.Result(whole) || !out.Close()) return gone;
     return absl::OkStatus();

@@ -96,15 +96,13 @@ v1::ShardRequest JobRequest(const std::string& job_id, const JobPlan& plan,
   return request;
 }
 
-// The bytes of device `d`'s blocks of the arguments that travel with the
-// job.
-size_t TravellingBytes(const JobPlan& plan, int64_t d) {
+// The bytes of a device's blocks of the arguments that travel with the
+// job (every device's blocks are the same size).
+size_t TravellingBytes(const JobPlan& plan) {
   size_t bytes = 0;
   for (const ArgPlan& a : plan.args) {
     if (a.resident.has_value()) continue;
-    bytes += BlockRegion(a.layout.global_shape(), a.layout.block_shape(),
-                         a.layout.BlockOrigin(d), ItemSize(a.meta.dtype))
-                 .num_bytes();
+    bytes += NumElements(a.layout.block_shape()) * ItemSize(a.meta.dtype);
   }
   return bytes;
 }
@@ -141,8 +139,9 @@ absl::StatusOr<bool> SendArguments(
     if (!arrived.ok()) return arrived;
     if (!ok) return false;
   }
-  // The last piece (held by `out`) lets the worker start the function, so
-  // it goes only once every argument is in: the devices start together
+  // The last piece (held by `out`; the header itself when the chunks ride
+  // inside it) lets the worker start the function, so it goes only once
+  // every argument is in: the devices start together
   // and none waits in a collective for a peer whose block is still
   // arriving from the client (a wait the collective timeout bounds).
   for (size_t i = 0; i < plan.args.size(); ++i) {
@@ -162,7 +161,7 @@ absl::StatusOr<bool> SendRequest(const std::string& job_id, const JobPlan& plan,
                                  TailWriter<v1::ShardRequest>& out) {
   v1::ShardRequest header = JobRequest(job_id, plan, d, context);
   if ((*context.workers)[d].inline_chunks &&
-      TravellingBytes(plan, d) <= kInlineChunkBytes) {
+      TravellingBytes(plan) <= kInlineChunkBytes) {
     v1::ShardJob* job = header.mutable_job();
     const absl::StatusOr<bool> added = SendArguments(
         plan, d, inputs, context.deadline, [job](v1::ArrayChunk&& chunk) {
@@ -236,10 +235,8 @@ absl::StatusOr<DeviceResult> ReceiveOutputs(const JobPlan& plan, int64_t d,
   if (common.outputs != nullptr) common.outputs->Announce(d, result);
   ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "output");
   // Small outputs come inside ShardOutputs (ShardJob.inline_outputs).
-  for (const v1::ArrayChunk& chunk : outputs.chunks()) {
-    if (absl::Status s = sequencer.Accept(chunk); !s.ok()) {
-      return Abandon(ch, s);
-    }
+  if (absl::Status s = sequencer.AcceptAll(outputs.chunks()); !s.ok()) {
+    return Abandon(ch, s);
   }
   v1::ShardResponse response;
   while (!sequencer.done() && ch.Read(&response)) {

@@ -45,6 +45,15 @@ bool SendTensorChunks(uint32_t index, const Tensor& tensor,
   return SendBytesChunks(index, tensor.data(), tensor.num_bytes(), write);
 }
 
+void AppendTensorChunks(
+    uint32_t index, const Tensor& tensor,
+    google::protobuf::RepeatedPtrField<v1::ArrayChunk>* chunks) {
+  SendTensorChunks(index, tensor, [chunks](v1::ArrayChunk&& chunk) {
+    *chunks->Add() = std::move(chunk);
+    return true;
+  });
+}
+
 ChunkSequencer::ChunkSequencer(std::vector<size_t> sizes,
                                std::vector<Sink> sinks, std::string what)
     : sizes_(std::move(sizes)),
@@ -69,6 +78,14 @@ ChunkSequencer ChunkSequencer::ForTensors(std::vector<Tensor>& tensors,
     sinks.push_back(Into(t));
   }
   return ChunkSequencer(std::move(sizes), std::move(sinks), std::move(what));
+}
+
+absl::Status ChunkSequencer::AcceptAll(
+    const google::protobuf::RepeatedPtrField<v1::ArrayChunk>& chunks) {
+  for (const v1::ArrayChunk& chunk : chunks) {
+    if (absl::Status s = Accept(chunk); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ChunkSequencer::Accept(const v1::ArrayChunk& chunk) {

@@ -23,8 +23,9 @@ inline constexpr size_t kChunkBytes = 1 << 20;
 // chunk plus headroom for a job header with long names.
 inline constexpr int kMaxMessageBytes = 8 << 20;
 // The most array bytes that ride as chunks inside a header message
-// (ShardOutputs.chunks) instead of as chunk messages of their own: a small
-// answer is then one message, and one packet, instead of two or more.
+// (ShardJob.chunks, ShardOutputs.chunks, JobResult.chunks) instead of as
+// chunk messages of their own: a small request or answer is then one
+// message, and one packet, instead of two or more.
 inline constexpr size_t kInlineChunkBytes = 64 << 10;
 
 // Asked before each chunk's bytes are read: ready(offset, length) for
@@ -49,6 +50,11 @@ bool SendBytesChunks(uint32_t index, const uint8_t* data, size_t size,
 // The same for a whole tensor.
 bool SendTensorChunks(uint32_t index, const Tensor& tensor,
                       const std::function<bool(v1::ArrayChunk&&)>& write);
+// The chunks of array `index`, appended to a header message's `chunks`
+// (kInlineChunkBytes).
+void AppendTensorChunks(
+    uint32_t index, const Tensor& tensor,
+    google::protobuf::RepeatedPtrField<v1::ArrayChunk>* chunks);
 
 // Checks that chunks arrive in order (array by array, offsets contiguous,
 // no overrun) and hands each one to its array's sink.
@@ -70,6 +76,10 @@ class ChunkSequencer {
   // INVALID_ARGUMENT for a chunk out of order, for an unknown array, or
   // past the end of its array.
   absl::Status Accept(const v1::ArrayChunk& chunk);
+  // Accept for each of a header message's chunks, in order; the first
+  // error.
+  absl::Status AcceptAll(
+      const google::protobuf::RepeatedPtrField<v1::ArrayChunk>& chunks);
   // INVALID_ARGUMENT if any array is incomplete.
   absl::Status Finish() const;
   // True once every array is complete.

@@ -104,9 +104,7 @@ absl::Status ReceiveCall(ShardStream& stream, uint64_t max_job_bytes,
     call.args.push_back(std::move(t));
   }
   ChunkSequencer sequencer = ChunkSequencer::ForTensors(call.args, "argument");
-  for (const v1::ArrayChunk& chunk : inline_chunks) {
-    SHARD_RETURN_IF_ERROR(sequencer.Accept(chunk));
-  }
+  SHARD_RETURN_IF_ERROR(sequencer.AcceptAll(inline_chunks));
   // Stop at the last byte rather than at the coordinator's half-close: a
   // two-phase job's stream stays open for the commit decision.
   while (!sequencer.done() && stream.Read(&request)) {

@@ -283,20 +283,16 @@ absl::Status ShardJob::Send(v1::ShardResponse response,
     returned_bytes += outputs[i].num_bytes();
   }
   // Small outputs ride in the ShardOutputs message: the answer is then one
-  // message, which leaves with the call's status.
-  const bool inline_chunks =
-      header.inline_outputs() && returned_bytes <= kInlineChunkBytes;
-  if (inline_chunks) {
-    v1::ShardOutputs* carrier = response.mutable_outputs();
+  // message (which, but for a two-phase job's, leaves with the status).
+  if (header.inline_outputs() && returned_bytes <= kInlineChunkBytes) {
     for (uint32_t i : returned) {
-      SendTensorChunks(i, outputs[i], [&](v1::ArrayChunk&& chunk) {
-        *carrier->add_chunks() = std::move(chunk);
-        return true;
-      });
+      AppendTensorChunks(i, outputs[i],
+                         response.mutable_outputs()->mutable_chunks());
     }
+    returned.clear();
   }
   if (!out.Push(std::move(response))) return gone;
-  for (uint32_t i : inline_chunks ? std::vector<uint32_t>() : returned) {
+  for (uint32_t i : returned) {
     const bool ok =
         SendTensorChunks(i, outputs[i], [&](v1::ArrayChunk&& chunk) {
           v1::ShardResponse r;

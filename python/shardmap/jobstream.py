@@ -74,6 +74,8 @@ class _Reader:
             # Small outputs come inside the result (JobSpec.inline_outputs).
             for chunk in self.result.chunks:
                 self.receiver.accept(chunk)
+                if self.progress:
+                    self.progress.add_received(len(chunk.data))
         elif isinstance(message, wire.Chunk):
             self.receiver.accept(message)
             if self.progress:

@@ -70,6 +70,31 @@ TEST_F(JobRunnerInlineTest, AWorkerThatTakesThemGetsTheArgumentsInItsHeader) {
   }
 }
 
+TEST_F(JobRunnerInlineTest, ATwoPhaseJobsHeaderCarriesItsArgumentsToo) {
+  // A job that stores its output: each stream stays open after the
+  // header for the commit decision.
+  workers_.resize(2);
+  const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
+  for (int d = 0; d < 2; ++d) workers_[d].inline_chunks = true;
+  AnswerAll(plan, 2);
+  JobRunner runner(JobRunner::Options{}, &connector_, &index_);
+  auto out = Run(runner, plan, 2);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].stored_as, "A");
+  for (int d = 0; d < 2; ++d) {
+    const std::vector<v1::ShardRequest> sent =
+        connector_.Sent(workers_[d].address);
+    // The header with the block inside, then the decision.
+    ASSERT_EQ(sent.size(), 2u) << "device " << d;
+    EXPECT_TRUE(sent[0].job().two_phase());
+    ASSERT_EQ(sent[0].job().chunks_size(), 1);
+    EXPECT_EQ(sent[0].job().chunks(0).data(), BlockBytes(Input(2), 2, d));
+    EXPECT_TRUE(sent[1].has_decision());
+    EXPECT_EQ(connector_.Decisions(workers_[d].address),
+              std::vector<bool>{true});
+  }
+}
+
 TEST_F(JobRunnerInlineTest, ArgumentsOverTheLimitGoAsChunkMessages) {
   // Each device's block is one float more than fits inline.
   const int64_t per_device = kInlineChunkBytes / sizeof(float) + 1;

@@ -15,10 +15,7 @@ namespace {
 // The header of add_one over `x` with x's chunks inside it.
 v1::ShardRequest InlineRequest(v1::ShardJob header,
                                const std::vector<float>& x) {
-  SendTensorChunks(0, Floats(x), [&header](v1::ArrayChunk&& chunk) {
-    *header.add_chunks() = std::move(chunk);
-    return true;
-  });
+  AppendTensorChunks(0, Floats(x), header.mutable_chunks());
   v1::ShardRequest request;
   *request.mutable_job() = std::move(header);
   return request;
@@ -59,6 +56,19 @@ TEST_F(ShardJobInlineTest, ArgumentsInTheHeaderAndOutputsInOneMessage) {
   header.set_inline_outputs(true);
   stream.Push(InlineRequest(header, x));
   stream.Close();  // nothing follows the header
+  ASSERT_TRUE(RunJob(stream).ok());
+  const std::vector<v1::ShardResponse> written = stream.written();
+  ASSERT_EQ(written.size(), 1u);
+  EXPECT_EQ(InlineValues(written[0]), PlusOne(x));
+}
+
+TEST_F(ShardJobInlineTest, OutputsOfExactlyTheLimitStillGoInOneMessage) {
+  FakeShardStream stream;
+  std::vector<float> x(kInlineChunkBytes / sizeof(float));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.5f * i - 9;
+  v1::ShardJob header = Header("job-1", 0, x);
+  header.set_inline_outputs(true);
+  stream.Push(InlineRequest(header, x));
   ASSERT_TRUE(RunJob(stream).ok());
   const std::vector<v1::ShardResponse> written = stream.written();
   ASSERT_EQ(written.size(), 1u);
