@@ -2,7 +2,8 @@
 
 namespace shardmap {
 
-DeadlineWatchdog::DeadlineWatchdog() : thread_([this] { Loop(); }) {}
+DeadlineWatchdog::DeadlineWatchdog(absl::Duration max_sleep)
+    : max_sleep_(max_sleep), thread_([this] { Loop(); }) {}
 
 DeadlineWatchdog::~DeadlineWatchdog() {
   {
@@ -43,15 +44,13 @@ void DeadlineWatchdog::Loop() {
       }
     }
     // Wake at the earliest deadline, on a new watch due before then (Start),
-    // or on stop; at least
-    // once a second so clock jumps cannot strand a watch.
+    // or on stop; at least every max_sleep_.
     const uint64_t seen = changes_;
     auto changed = [this, seen]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
       return stop_ || changes_ != seen;
     };
-    wake_at_ = std::min(next, absl::Now() + absl::Seconds(1));
+    wake_at_ = std::min(next, absl::Now() + max_sleep_);
     mu_.AwaitWithDeadline(absl::Condition(&changed), wake_at_);
-    wake_at_ = absl::InfinitePast();  // awake: every change is seen
   }
 }
 

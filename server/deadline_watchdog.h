@@ -35,7 +35,9 @@ class DeadlineWatchdog {
     const uint64_t id_;
   };
 
-  DeadlineWatchdog();
+  // The loop looks at its watches at least every `max_sleep` (a clock
+  // that jumps cannot strand one); tests lengthen it.
+  explicit DeadlineWatchdog(absl::Duration max_sleep = absl::Seconds(1));
   ~DeadlineWatchdog();
 
   // `on_expire` runs at most once, on the watchdog's thread, under its
@@ -56,9 +58,11 @@ class DeadlineWatchdog {
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t changes_ ABSL_GUARDED_BY(mu_) = 0;
-  // When the loop wakes next by itself. A watch whose deadline is no
-  // earlier needs no wake-up (most jobs': the loop looks at least once a
-  // second), so a job costs the watchdog's thread nothing.
+  const absl::Duration max_sleep_;
+  // When the loop wakes next by itself (InfinitePast before its first
+  // look, which sees every watch). A watch whose deadline is no earlier
+  // needs no wake-up (most jobs': the loop looks at least every
+  // max_sleep_), so a job costs the watchdog's thread nothing.
   absl::Time wake_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 
   // Declared last so it is joined before the state above is destroyed.

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "core/status_util.h"
 #include "server/device_fanout.h"
 #include "server/output_assembly.h"
@@ -102,8 +103,8 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
         // The job is over: a device still waiting for the client's bytes
         // need not wait for the rest of the upload.
         if (!r.ok()) {
-          const absl::Status why =
-              absl::CancelledError("another device of the job failed");
+          const absl::Status why = absl::CancelledError(absl::StrCat(
+              "device ", d, " of the job failed: ", r.status().message()));
           inputs.Stop(why);
           buffers.Stop(why);
         } else {

@@ -61,7 +61,7 @@ absl::Status Replay(const std::string& call_id,
         " bytes of returned outputs were not kept (over the coordinator's "
         "--call-memory-bytes); its effects on resident arrays stand"));
   }
-  return SendResult(result, done.outputs, stream, inline_outputs);
+  return ResultWriter(stream).Answer(result, done.outputs, inline_outputs);
 }
 
 // Counts a Run in progress for as long as it lives.
@@ -219,8 +219,7 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
   // except for a job that donates: one that fails after its workers may
   // have consumed a donation loses it, so a client's broken upload must
   // fail such a job before it starts.
-  const bool donates = std::any_of(plan.args.begin(), plan.args.end(),
-                                   [](const ArgPlan& a) { return a.donated; });
+  const bool donates = plan.donates();
   if (donates) SHARD_RETURN_IF_ERROR(receive());
   auto make_result = [&](const std::vector<JobOutput>& outputs) {
     v1::JobResult result;
@@ -244,9 +243,14 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
           donates ? std::function<absl::Status()>() : receive, workers,
           call.deadline, [stream] { return stream->cancelled(); },
           streams ? &sink : nullptr));
-  // The result went out already if the outputs streamed.
-  const v1::JobResult result =
-      sink.result().has_value() ? *sink.result() : make_result(outputs);
+  if (sink.result().has_value()) {
+    // The outputs streamed (so the job has no call_id to record): only the
+    // last chunk, held back for the status, is left.
+    held.reset();
+    if (!writer.Close()) return absl::CancelledError("client went away");
+    return absl::OkStatus();
+  }
+  const v1::JobResult result = make_result(outputs);
   std::vector<std::shared_ptr<const Tensor>> returned;
   for (JobOutput& out : outputs) {
     returned.push_back(out.data.has_value() ? std::make_shared<const Tensor>(
@@ -264,12 +268,7 @@ absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
     claim->Finish(std::move(outcome));
   }
   held.reset();
-  if (!sink.result().has_value()) {
-    return SendResult(result, returned, stream, spec.inline_outputs());
-  }
-  // Only the last chunk, held back for the status, is left.
-  if (!writer.Close()) return absl::CancelledError("client went away");
-  return absl::OkStatus();
+  return writer.Answer(result, returned, spec.inline_outputs());
 }
 
 }  // namespace shardmap

@@ -55,10 +55,10 @@ bool ResultWriter::Output(uint32_t index, const Tensor& output) {
 
 bool ResultWriter::Close() { return out_.Close(); }
 
-absl::Status SendResult(const v1::JobResult& result,
-                        const std::vector<std::shared_ptr<const Tensor>>& outs,
-                        JobStream* stream, bool inline_chunks) {
-  ResultWriter out(stream);
+absl::Status ResultWriter::Answer(
+    const v1::JobResult& result,
+    const std::vector<std::shared_ptr<const Tensor>>& outs,
+    bool inline_chunks) {
   const absl::Status gone = absl::CancelledError("client went away");
   size_t returned_bytes = 0;
   for (const auto& o : outs) {
@@ -71,15 +71,15 @@ absl::Status SendResult(const v1::JobResult& result,
       AppendTensorChunks(static_cast<uint32_t>(i), *outs[i],
                          whole.mutable_chunks());
     }
-    if (!out.Result(whole) || !out.Close()) return gone;
+    if (!Result(whole) || !Close()) return gone;
     return absl::OkStatus();
   }
-  if (!out.Result(result)) return gone;
+  if (!Result(result)) return gone;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (outs[i] == nullptr) continue;  // stored, not returned
-    if (!out.Output(static_cast<uint32_t>(i), *outs[i])) return gone;
+    if (!Output(static_cast<uint32_t>(i), *outs[i])) return gone;
   }
-  if (!out.Close()) return gone;
+  if (!Close()) return gone;
   return absl::OkStatus();
 }
 

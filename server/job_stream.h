@@ -66,18 +66,18 @@ class ResultWriter {
   // Writes the held message with WriteLast: nothing may be written after.
   bool Close();
 
+  // The whole answer: `result`, then the returned outputs (by output; null:
+  // stored, not returned) as chunks, then Close. With `inline_chunks`
+  // (JobSpec.inline_outputs), outputs of at most kInlineChunkBytes in all go
+  // inside the result instead (JobResult.chunks). CANCELLED if the client
+  // went away.
+  absl::Status Answer(const v1::JobResult& result,
+                      const std::vector<std::shared_ptr<const Tensor>>& outs,
+                      bool inline_chunks);
+
  private:
   TailWriter<v1::RunJobResponse> out_;
 };
-
-// Sends a job's result, then its returned outputs (by output; null: stored,
-// not returned) as chunks, the last of them with WriteLast: nothing may be
-// written after it. With `inline_chunks` (JobSpec.inline_outputs), outputs
-// of at most kInlineChunkBytes in all go inside the result instead
-// (JobResult.chunks). CANCELLED if the client went away.
-absl::Status SendResult(const v1::JobResult& result,
-                        const std::vector<std::shared_ptr<const Tensor>>& outs,
-                        JobStream* stream, bool inline_chunks = false);
 
 }  // namespace shardmap
 

@@ -10,13 +10,15 @@
 
 namespace shardmap {
 
+// A job that returns more than one chunk may stream; one that returns less
+// may go inside its result (job_stream.h SendResult): never both.
+static_assert(kInlineChunkBytes <= kChunkBytes);
+
 bool MayStreamOutputs(const JobPlan& plan, bool keyed) {
-  const bool donates = std::any_of(plan.args.begin(), plan.args.end(),
-                                   [](const ArgPlan& a) { return a.donated; });
   const bool resident_args =
       std::any_of(plan.args.begin(), plan.args.end(),
                   [](const ArgPlan& a) { return a.resident.has_value(); });
-  return !keyed && !donates && !resident_args && plan.states.empty() &&
+  return !keyed && !plan.donates() && !resident_args && plan.states.empty() &&
          !plan.writes_residents() && plan.reads().empty() &&
          plan.writes().empty();
 }

@@ -188,6 +188,13 @@ bool JobPlan::writes_residents() const {
   return false;
 }
 
+bool JobPlan::donates() const {
+  for (const ArgPlan& a : args) {
+    if (a.donated) return true;
+  }
+  return false;
+}
+
 ResidentAccess AccessOf(const v1::JobSpec& spec,
                         const v1::FunctionSignature& function) {
   ResidentAccess access;

@@ -90,6 +90,8 @@ struct JobPlan {
   const std::string& StoredAs(size_t o) const;
   // True if the job writes resident arrays (stored outputs or states).
   bool writes_residents() const;
+  // Some argument is a resident array the job may consume (donation).
+  bool donates() const;
   // The resident names the job reads and writes (access), for NameLocks.
   const std::set<std::string>& reads() const { return access.reads; }
   const std::set<std::string>& writes() const { return access.writes; }

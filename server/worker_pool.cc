@@ -93,9 +93,10 @@ absl::StatusOr<std::string> WorkerPool::Register(
     (*offered)[f.name()] = f;
   }
   const uint64_t seq = next_seq_++;
-  Worker w{absl::StrCat("w", seq), address,      incarnation,
-           options_.clock(),       rank,         false,
-           std::move(offered),     inline_chunks};
+  Worker w{absl::StrCat("w", seq), address, incarnation,
+           options_.clock(),       rank,    false,
+           std::move(offered)};
+  w.inline_chunks = inline_chunks;
   workers_[seq] = w;
   spdlog::info("worker {} joined from {}{}", w.id, address,
                rank.has_value() ? absl::StrCat(" as rank ", *rank) : "");

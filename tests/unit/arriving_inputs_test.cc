@@ -167,10 +167,14 @@ TEST(ArrivingInputsTest, AClientThatWentAwayIsCancelled) {
                        {"the client went away while sending its arguments",
                         "argument 0 has 1048576 of its 3145728 bytes"}));
   EXPECT_EQ((*inputs)->Await(1, 4, absl::InfinitePast()), received);
+  // What came before the client left may still be read: the devices that
+  // already hold it are stopped by the job, not by this.
+  EXPECT_TRUE((*inputs)->Await(0, 1048576, absl::InfinitePast()).ok());
+  EXPECT_EQ((*inputs)->Await(0, 1048577, absl::InfinitePast()), received);
 }
 
-// Stop (another device failed) ends the waits for what has not come; what
-// has come may still be read.
+// Stop (another device failed) ends the waits for what has not come (what
+// has come may still be read: AClientThatWentAwayIsCancelled).
 TEST(ArrivingInputsTest, StopEndsTheWaitsForWhatHasNotCome) {
   auto inputs = ArrivingInputs::ForPlan(TwoArguments(8));
   ASSERT_TRUE(inputs.ok());
@@ -181,7 +185,10 @@ TEST(ArrivingInputsTest, StopEndsTheWaitsForWhatHasNotCome) {
   waiter.join();
   EXPECT_TRUE(StatusIs(waited, absl::StatusCode::kCancelled,
                        {"another device of the job failed"}));
-  EXPECT_TRUE((*inputs)->Await(0, 0, absl::InfinitePast()).ok());
+  // And the waits that come later.
+  EXPECT_TRUE(StatusIs((*inputs)->Await(1, 1, absl::Now() + kLong),
+                       absl::StatusCode::kCancelled,
+                       {"another device of the job failed"}));
 }
 
 }  // namespace

@@ -63,6 +63,18 @@ TEST(OutputStreamingTest, OnlyJobsThatChangeAndHoldNothingStream) {
               std::nullopt,
               /*donated=*/true});
   EXPECT_FALSE(MayStreamOutputs(donates, false));
+  // Each of these holds or changes a resident array even with its access
+  // sets left empty (a hand-built plan): none streams.
+  JobPlan resident_arg = donates;
+  resident_arg.args[0].donated = false;
+  resident_arg.args[0].resident = ResidentArray{};
+  EXPECT_FALSE(MayStreamOutputs(resident_arg, false));
+  JobPlan state = pure;
+  state.states.push_back(StatePlan{});
+  EXPECT_FALSE(MayStreamOutputs(state, false));
+  JobPlan stores = pure;
+  stores.resident_outputs = {"table"};
+  EXPECT_FALSE(MayStreamOutputs(stores, false));
 }
 
 // Output [2, n] float32 under P('x') on x=2: device d's block is row d,

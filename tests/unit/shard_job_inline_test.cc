@@ -6,6 +6,7 @@
 // loop (PlusOne).
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "tests/unit/shard_job_fixture.h"
 #include "tests/unit/status_matchers.h"
 
@@ -50,29 +51,22 @@ class ShardJobInlineTest : public ShardJobTest {
 };
 
 TEST_F(ShardJobInlineTest, ArgumentsInTheHeaderAndOutputsInOneMessage) {
-  FakeShardStream stream;
-  const std::vector<float> x = {1.5f, -2, 3, 40};
-  v1::ShardJob header = Header("job-1", 0, x);
-  header.set_inline_outputs(true);
-  stream.Push(InlineRequest(header, x));
-  stream.Close();  // nothing follows the header
-  ASSERT_TRUE(RunJob(stream).ok());
-  const std::vector<v1::ShardResponse> written = stream.written();
-  ASSERT_EQ(written.size(), 1u);
-  EXPECT_EQ(InlineValues(written[0]), PlusOne(x));
-}
-
-TEST_F(ShardJobInlineTest, OutputsOfExactlyTheLimitStillGoInOneMessage) {
-  FakeShardStream stream;
-  std::vector<float> x(kInlineChunkBytes / sizeof(float));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.5f * i - 9;
-  v1::ShardJob header = Header("job-1", 0, x);
-  header.set_inline_outputs(true);
-  stream.Push(InlineRequest(header, x));
-  ASSERT_TRUE(RunJob(stream).ok());
-  const std::vector<v1::ShardResponse> written = stream.written();
-  ASSERT_EQ(written.size(), 1u);
-  EXPECT_EQ(InlineValues(written[0]), PlusOne(x));
+  // A few values, and exactly kInlineChunkBytes of them.
+  std::vector<float> at_limit(kInlineChunkBytes / sizeof(float));
+  for (size_t i = 0; i < at_limit.size(); ++i) at_limit[i] = 0.5f * i - 9;
+  const std::vector<std::vector<float>> inputs = {{1.5f, -2, 3, 40}, at_limit};
+  for (uint64_t ticket = 0; ticket < inputs.size(); ++ticket) {
+    const std::vector<float>& x = inputs[ticket];
+    FakeShardStream stream;
+    v1::ShardJob header = Header(absl::StrCat("job-", ticket), ticket, x);
+    header.set_inline_outputs(true);
+    stream.Push(InlineRequest(header, x));
+    stream.Close();  // nothing follows the header
+    ASSERT_TRUE(RunJob(stream).ok()) << x.size() << " values";
+    const std::vector<v1::ShardResponse> written = stream.written();
+    ASSERT_EQ(written.size(), 1u) << x.size() << " values";
+    EXPECT_EQ(InlineValues(written[0]), PlusOne(x));
+  }
 }
 
 TEST_F(ShardJobInlineTest, WithoutInlineOutputsTheChunksAreMessages) {
