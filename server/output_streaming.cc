@@ -11,7 +11,7 @@
 namespace shardmap {
 
 // A job that returns more than one chunk may stream; one that returns less
-// may go inside its result (job_stream.h SendResult): never both.
+// may go inside its result (job_stream.h ResultWriter::Answer): never both.
 static_assert(kInlineChunkBytes <= kChunkBytes);
 
 bool MayStreamOutputs(const JobPlan& plan, bool keyed) {
