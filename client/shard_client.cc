@@ -5,12 +5,15 @@
 #include <algorithm>
 #include <cstring>
 #include <thread>
+#include <variant>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "core/error_reason.h"
 #include "core/status_util.h"
 #include "rpc/channel.h"
+#include "rpc/chunk_message.h"
 #include "rpc/grpc_status.h"
 #include "rpc/trace_context.h"
 #include "wire/chunking.h"
@@ -24,6 +27,8 @@ constexpr char kNotSafeToRetry[] = "type.shardmap.dev/not-safe-to-retry";
 // Jobs whose argument bytes are at most this are sent without a second
 // thread (well under gRPC's initial 64 KiB stream window).
 constexpr size_t kInlineJobBytes = 16 * 1024;
+// How long a finished call's lent argument bytes may take to be released.
+constexpr absl::Duration kLentReleaseWait = absl::Seconds(10);
 
 // A failure after which a state-changing call may or may not have been
 // applied: the connection or the deadline ended it, not the coordinator's
@@ -82,9 +87,12 @@ auto ShardClient::Retrying(bool safe, F attempt, absl::Time deadline) const
 }
 
 ShardClient::ShardClient(const Options& options) : options_(options) {
-  stub_ = v1::Coordinator::NewStub(
+  std::shared_ptr<grpc::Channel> channel =
       options_.security ? MakeChannel(options_.address, *options_.security)
-                        : MakeChannel(options_.address));
+                        : MakeChannel(options_.address);
+  stub_ = v1::Coordinator::NewStub(channel);
+  run_job_ = std::make_unique<RawBidiMethod>(channel,
+                                             "/shardmap.v1.Coordinator/RunJob");
 }
 
 absl::StatusOr<std::unique_ptr<ShardClient>> ShardClient::Create(
@@ -149,27 +157,38 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
   // the call's headers and its last with the half-close: it fits the stream's
   // flow-control window, so the writes never wait for the coordinator to read.
   const bool small = sent_bytes <= kInlineJobBytes;
-  grpc::ClientContext context;
+  // The call (which the context owns) ends before the lent chunks are
+  // waited for, below.
+  auto call = std::make_unique<grpc::ClientContext>();
+  grpc::ClientContext& context = *call;
   context.set_deadline(absl::ToChronoTime(deadline));
   context.AddMetadata(kTraceparentKey, traceparent);
   if (small) context.set_initial_metadata_corked(true);
-  auto stream = stub_->RunJob(&context);
+  std::unique_ptr<RawBidiMethod::Stream> stream = run_job_->Call(&context);
+  // The arguments' chunks are lent to gRPC, not copied: the caller's
+  // tensors must outlive gRPC's hold on them, which ends when every
+  // reference to `lease` is gone (LentChunk).
+  absl::Notification released;
+  std::shared_ptr<void> lease(&released,
+                              [](absl::Notification* n) { n->Notify(); });
   auto send = [&] {
-    TailWriter<v1::RunJobRequest> out(
-        [&](const v1::RunJobRequest& r, bool last) {
-          grpc::WriteOptions options;
-          if (last) options.set_last_message();
-          return stream->Write(r, options);
-        });
+    using Outgoing = std::variant<v1::RunJobRequest, LentChunk>;
+    TailWriter<Outgoing> out([&](const Outgoing& message, bool last) {
+      const auto* chunk = std::get_if<LentChunk>(&message);
+      return chunk != nullptr
+                 ? WriteChunkMessage(stream.get(),
+                                     v1::RunJobRequest::kChunkFieldNumber,
+                                     *chunk, last)
+                 : WriteMessage(stream.get(),
+                                std::get<v1::RunJobRequest>(message), last);
+    });
     if (!out.Push(std::move(request))) return;
     for (size_t i = 0; i < sent.size(); ++i) {
       if (sent[i] == nullptr) continue;
-      const bool ok = SendTensorChunks(static_cast<uint32_t>(i), *sent[i],
-                                       [&](v1::ArrayChunk&& chunk) {
-                                         v1::RunJobRequest r;
-                                         *r.mutable_chunk() = std::move(chunk);
-                                         return out.Push(std::move(r));
-                                       });
+      const bool ok = LendBytesChunks(
+          static_cast<uint32_t>(i), sent[i]->data(), sent[i]->num_bytes(),
+          lease,
+          [&out](LentChunk&& chunk) { return out.Push(std::move(chunk)); });
       if (!ok) return;
     }
     out.Close();
@@ -188,7 +207,18 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
   result.traceparent = traceparent;
   absl::Status status;
   v1::RunJobResponse response;
-  if (stream->Read(&response)) {
+  // False at the end of the stream; a message that is not a RunJobResponse
+  // ends the call, as with gRPC's own typed streams.
+  auto read = [&]() {
+    bool malformed = false;
+    if (ReadMessage(stream.get(), &response, &malformed)) return true;
+    if (malformed) {
+      status = absl::InternalError(
+          "the coordinator sent a message that is not a RunJobResponse");
+    }
+    return false;
+  };
+  if (read()) {
     if (!response.has_result()) {
       status = absl::InternalError("coordinator sent chunks before the result");
     } else {
@@ -240,7 +270,7 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
       ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "output");
       // Small outputs come inside the result (JobSpec.inline_outputs).
       if (status.ok()) status = sequencer.AcceptAll(response.result().chunks());
-      while (status.ok() && stream->Read(&response)) {
+      while (status.ok() && read()) {
         status =
             response.has_chunk()
                 ? sequencer.Accept(response.chunk())
@@ -252,6 +282,16 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
   if (!status.ok()) context.TryCancel();
   if (sender.joinable()) sender.join();
   const absl::Status rpc = FromGrpcStatus(stream->Finish());
+  // Ending the call lets gRPC drop what it still holds of the lent chunks
+  // (unsent ones, when the call failed), at once; the wait is bounded all
+  // the same.
+  stream.reset();
+  call.reset();
+  lease.reset();
+  if (!released.WaitForNotificationWithTimeout(kLentReleaseWait)) {
+    return absl::InternalError(
+        "gRPC still held the job's argument bytes after the call ended");
+  }
   if (!rpc.ok()) return rpc;
   if (!status.ok()) return status;
   return result;

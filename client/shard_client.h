@@ -28,6 +28,7 @@
 #include "core/partition_spec.h"
 #include "core/tensor.h"
 #include "rpc/credentials.h"
+#include "rpc/raw_method.h"
 #include "shardmap/v1/coordinator.grpc.pb.h"
 #include "wire/proto_convert.h"
 
@@ -216,6 +217,8 @@ class ShardClient {
       -> decltype(attempt());
   const Options options_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
+  // RunJob over byte buffers: the arguments' bytes leave without a copy.
+  std::unique_ptr<RawBidiMethod> run_job_;
 };
 
 }  // namespace shardmap

@@ -13,10 +13,11 @@ ArrivingInputs::ArrivingInputs(std::vector<Tensor> arrays)
     : ArrivingInputs(std::move(arrays), /*whole=*/true) {}
 
 ArrivingInputs::ArrivingInputs(std::vector<Tensor> arrays, bool whole)
-    : arrays_(std::move(arrays)), arrived_(arrays_.size(), 0) {
+    : arrays_(std::make_shared<std::vector<Tensor>>(std::move(arrays))),
+      arrived_(arrays_->size(), 0) {
   if (!whole) return;
-  for (size_t i = 0; i < arrays_.size(); ++i) {
-    arrived_[i] = arrays_[i].num_bytes();  // not shared yet: no lock
+  for (size_t i = 0; i < arrays_->size(); ++i) {
+    arrived_[i] = (*arrays_)[i].num_bytes();  // not shared yet: no lock
   }
 }
 
@@ -49,9 +50,9 @@ void ArrivingInputs::Stop(absl::Status why) {
 absl::Status ArrivingInputs::Receive(JobStream* stream, uint64_t* data_hash) {
   std::vector<size_t> sizes;
   std::vector<ChunkSequencer::Sink> sinks;
-  for (size_t i = 0; i < arrays_.size(); ++i) {
-    sizes.push_back(arrays_[i].num_bytes());
-    uint8_t* base = arrays_[i].data();
+  for (size_t i = 0; i < arrays_->size(); ++i) {
+    sizes.push_back((*arrays_)[i].num_bytes());
+    uint8_t* base = (*arrays_)[i].data();
     sinks.push_back([this, i, base](size_t offset, absl::string_view data) {
       std::memcpy(base + offset, data.data(), data.size());
       Arrived(i, offset + data.size());
@@ -83,11 +84,11 @@ absl::Status ArrivingInputs::Await(size_t arg, size_t end,
   if (!failed_.ok()) return failed_;
   return absl::DeadlineExceededError(
       absl::StrCat("argument ", arg, ": ", arrived_[arg], " of its ",
-                   arrays_[arg].num_bytes(),
+                   (*arrays_)[arg].num_bytes(),
                    " bytes had arrived from the client when the "
                    "job's deadline passed"));
 }
 
-void ArrivingInputs::Release() { arrays_.clear(); }
+void ArrivingInputs::Release() { arrays_.reset(); }
 
 }  // namespace shardmap

@@ -36,7 +36,10 @@ class ArrivingInputs {
   ArrivingInputs& operator=(const ArrivingInputs&) = delete;
 
   // The arrays, by argument. Bytes may be read only once Await said so.
-  const std::vector<Tensor>& arrays() const { return arrays_; }
+  const std::vector<Tensor>& arrays() const { return *arrays_; }
+  // Keeps the arrays' bytes alive, for chunks lent from them (LentChunk):
+  // they live until Release and the last owner are gone.
+  std::shared_ptr<const void> owner() const { return arrays_; }
 
   // Reads the argument chunks that follow the JobSpec from `stream` to its
   // end, placing each and waking the waiters it satisfies; `data_hash`, if
@@ -55,7 +58,8 @@ class ArrivingInputs {
   // with `why` (the job failed elsewhere); the first error stays.
   void Stop(absl::Status why);
 
-  // Frees the arrays (after the last reader is done).
+  // Lets go of the arrays (after the last reader is done; lent chunks may
+  // keep them a little longer).
   void Release();
 
  private:
@@ -63,7 +67,7 @@ class ArrivingInputs {
   ArrivingInputs(std::vector<Tensor> arrays, bool whole);
   void Arrived(size_t arg, size_t end);
 
-  std::vector<Tensor> arrays_;
+  std::shared_ptr<std::vector<Tensor>> arrays_;  // null after Release
   mutable absl::Mutex mu_;
   std::vector<size_t> arrived_ ABSL_GUARDED_BY(mu_);  // bytes, by argument
   absl::Status failed_ ABSL_GUARDED_BY(mu_);

@@ -7,15 +7,16 @@
 
 #include "core/error_reason.h"
 #include "core/status_util.h"
+#include "rpc/chunk_message.h"
 #include "rpc/grpc_status.h"
+#include "rpc/raw_method.h"
 #include "rpc/trace_context.h"
 #include "wire/proto_convert.h"
 
 namespace shardmap {
 namespace {
 
-using GrpcJobStream =
-    grpc::ServerReaderWriter<v1::RunJobResponse, v1::RunJobRequest>;
+using GrpcJobStream = RawServerStream;
 
 // The RunJob call as JobService reads and writes it.
 class JobStreamAdapter final : public JobStream {
@@ -23,13 +24,20 @@ class JobStreamAdapter final : public JobStream {
   JobStreamAdapter(grpc::ServerContext* context, GrpcJobStream* stream)
       : context_(context), stream_(stream) {}
   bool Read(v1::RunJobRequest* request) override {
-    return stream_->Read(request);
+    bool malformed = false;
+    if (ReadMessage(stream_, request, &malformed)) return true;
+    if (malformed) context_->TryCancel();
+    return false;
   }
   bool Write(const v1::RunJobResponse& response) override {
-    return stream_->Write(response);
+    return WriteMessage(stream_, response, false);
   }
   bool WriteLast(const v1::RunJobResponse& response) override {
-    return stream_->Write(response, grpc::WriteOptions().set_last_message());
+    return WriteMessage(stream_, response, true);
+  }
+  bool WriteChunk(const LentChunk& chunk, bool last) override {
+    return WriteChunkMessage(stream_, v1::RunJobResponse::kChunkFieldNumber,
+                             chunk, last);
   }
   bool cancelled() const override { return context_->IsCancelled(); }
 
@@ -62,6 +70,18 @@ std::vector<ReportedBlock> ReportedBlocks(const v1::RegisterRequest& request) {
 }
 
 }  // namespace
+
+CoordinatorService::CoordinatorService(const Options& options, JobService* jobs,
+                                       ArrayService* arrays, WorkerPool* pool,
+                                       DeadlineWatchdog* watchdog)
+    : options_(options),
+      jobs_(jobs),
+      arrays_(arrays),
+      pool_(pool),
+      watchdog_(watchdog) {
+  MarkMethodStreamed(MethodIndex("shardmap.v1.Coordinator", "RunJob"),
+                     RawBidiHandler(this, &CoordinatorService::RunJob));
+}
 
 grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
                                         GrpcJobStream* stream) {

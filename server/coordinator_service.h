@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "rpc/drain_gate.h"
+#include "rpc/raw_method.h"
 #include "server/array_service.h"
 #include "server/deadline_watchdog.h"
 #include "server/function_catalog.h"
@@ -41,17 +42,12 @@ class CoordinatorService final : public v1::Coordinator::Service {
   // None is owned.
   CoordinatorService(const Options& options, JobService* jobs,
                      ArrayService* arrays, WorkerPool* pool,
-                     DeadlineWatchdog* watchdog)
-      : options_(options),
-        jobs_(jobs),
-        arrays_(arrays),
-        pool_(pool),
-        watchdog_(watchdog) {}
+                     DeadlineWatchdog* watchdog);
 
-  grpc::Status RunJob(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::RunJobResponse, v1::RunJobRequest>* stream)
-      override;
+  // RunJob, served over byte buffers (its generated handler is replaced)
+  // so that returned outputs go to the client without a copy; on the wire
+  // it is the same RunJobRequest / RunJobResponse stream.
+  grpc::Status RunJob(grpc::ServerContext* context, RawServerStream* stream);
   grpc::Status ListFunctions(grpc::ServerContext* context,
                              const v1::ListFunctionsRequest* request,
                              v1::ListFunctionsResponse* response) override;

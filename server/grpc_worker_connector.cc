@@ -5,11 +5,23 @@
 #include <functional>
 
 #include "core/status_util.h"
+#include "rpc/chunk_message.h"
 #include "rpc/grpc_status.h"
+#include "rpc/raw_method.h"
 #include "rpc/trace_context.h"
 
 namespace shardmap {
 namespace {
+
+// Worker.RunShard over byte buffers, so that argument chunks leave without
+// a copy (rpc/chunk_message.h); ChannelCache::Stub keeps one per channel.
+struct RawWorker {
+  using Stub = RawBidiMethod;
+  static std::unique_ptr<Stub> NewStub(
+      const std::shared_ptr<grpc::Channel>& channel) {
+    return std::make_unique<Stub>(channel, "/shardmap.v1.Worker/RunShard");
+  }
+};
 
 // The call starts at the first Write, not in the constructor: starting it
 // can block while the connection is made (a stopped worker accepts TCP but
@@ -17,7 +29,7 @@ namespace {
 class GrpcShardChannel final : public ShardChannel {
  public:
   // `ended` is called with the call's final status.
-  GrpcShardChannel(std::shared_ptr<v1::Worker::Stub> stub, absl::Time deadline,
+  GrpcShardChannel(std::shared_ptr<RawWorker::Stub> stub, absl::Time deadline,
                    std::function<void(const absl::Status&)> ended)
       : stub_(std::move(stub)), ended_(std::move(ended)) {
     context_.set_deadline(absl::ToChronoTime(deadline));
@@ -31,34 +43,46 @@ class GrpcShardChannel final : public ShardChannel {
     }
   }
   bool Write(const v1::ShardRequest& request) override {
-    return Start().Write(request);
+    return WriteMessage(&Start(), request, false);
   }
   bool WriteLast(const v1::ShardRequest& request) override {
-    return Start().Write(request, grpc::WriteOptions().set_last_message());
+    return WriteMessage(&Start(), request, true);
+  }
+  bool WriteChunk(const LentChunk& chunk, bool last) override {
+    return WriteChunkMessage(&Start(), v1::ShardRequest::kChunkFieldNumber,
+                             chunk, last);
   }
   bool WritesDone() override { return stream_ && stream_->WritesDone(); }
   bool Read(v1::ShardResponse* response) override {
-    return stream_ && stream_->Read(response);
+    if (stream_ && ReadMessage(stream_.get(), response, &malformed_)) {
+      return true;
+    }
+    if (malformed_) context_.TryCancel();
+    return false;
   }
   absl::Status Finish() override {
     if (!stream_) return absl::CancelledError("the call never started");
     absl::Status s = FromGrpcStatus(stream_->Finish());
+    if (malformed_) {
+      s = absl::InternalError(
+          "the worker sent a message that is not a shardmap.v1.ShardResponse");
+    }
     ended_(s);
     return s;
   }
   void Cancel() override { context_.TryCancel(); }
 
  private:
-  grpc::ClientReaderWriter<v1::ShardRequest, v1::ShardResponse>& Start() {
-    if (!stream_) stream_ = stub_->RunShard(&context_);
+  RawBidiMethod::Stream& Start() {
+    if (!stream_) stream_ = stub_->Call(&context_);
     return *stream_;
   }
 
-  std::shared_ptr<v1::Worker::Stub> stub_;
+  const std::shared_ptr<RawWorker::Stub> stub_;
   const std::function<void(const absl::Status&)> ended_;
   grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::ShardRequest, v1::ShardResponse>>
-      stream_;
+  std::unique_ptr<RawBidiMethod::Stream> stream_;
+  bool malformed_ = false;
 };
 
 }  // namespace
@@ -66,8 +90,8 @@ class GrpcShardChannel final : public ShardChannel {
 std::unique_ptr<ShardChannel> GrpcWorkerConnector::Open(
     const std::string& address, absl::Time deadline) {
   std::shared_ptr<grpc::Channel> channel;
-  std::shared_ptr<v1::Worker::Stub> stub =
-      channels_->Stub<v1::Worker>(address, &channel);
+  std::shared_ptr<RawWorker::Stub> stub =
+      channels_->Stub<RawWorker>(address, &channel);
   return std::make_unique<GrpcShardChannel>(
       std::move(stub), deadline,
       [channels = channels_, address, channel](const absl::Status& s) {

@@ -30,6 +30,17 @@ class Running {
   const int others_;
 };
 
+// A streamed job's outcome: the client has every byte, and the buffers
+// may still lend some to gRPC, so it is the outputs' headers alone.
+absl::StatusOr<std::vector<JobOutput>> StreamedOutputs(
+    const JobPlan& plan, const std::vector<WorkerPool::Worker>& workers,
+    const std::vector<absl::StatusOr<DeviceResult>>& results) {
+  std::vector<const DeviceResult*> devices;
+  for (const auto& r : results) devices.push_back(&*r);
+  std::vector<BlockLayout> layouts;
+  return OutputHeaders(plan, workers, devices, &layouts);
+}
+
 }  // namespace
 
 std::vector<uint64_t> JobRunner::IssueTickets(
@@ -137,9 +148,10 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   // Then the streaming's own (the checks', or the client's leaving).
   if (failed.ok()) failed = streamed.status();
   absl::StatusOr<std::vector<JobOutput>> outcome =
-      failed.ok() ? AssembleOutputs(plan, workers, fanout.results(),
-                                    options_.max_job_bytes, &buffers)
-                  : failed;
+      !failed.ok() ? failed
+      : *streamed  ? StreamedOutputs(plan, workers, fanout.results())
+                   : AssembleOutputs(plan, workers, fanout.results(),
+                                     options_.max_job_bytes, &buffers);
   // Stored outputs may not replace arrays of another shape without
   // overwrite; that is known only now.
   if (outcome.ok() && commit.two_phase()) {

@@ -92,8 +92,9 @@ class JobRunner {
   // started) reads the rest into `inputs`. An error from `receive` is the
   // job's error. With a `sink`, the returned outputs stream to it as the
   // devices send them (server/output_streaming.h), on this thread after
-  // `receive`, when they can; the outputs returned are the same. Only a job
-  // that MayStreamOutputs should be given one.
+  // `receive`, when they can; the outputs returned then hold their headers
+  // only (the sink has their bytes). Only a job that MayStreamOutputs
+  // should be given one.
   absl::StatusOr<std::vector<JobOutput>> Run(
       const std::string& job_id, const JobPlan& plan, ArrivingInputs& inputs,
       const std::function<absl::Status()>& receive,

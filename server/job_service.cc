@@ -92,7 +92,7 @@ class ClientSink : public ResultSink {
     result_ = make_(outputs);
     return writer_->Result(*result_);
   }
-  bool Chunk(v1::ArrayChunk&& chunk) override {
+  bool Chunk(LentChunk&& chunk) override {
     return writer_->Chunk(std::move(chunk));
   }
   // Set once Begin was called.

@@ -31,7 +31,11 @@ absl::Status ReadArgumentChunks(
 }
 
 ResultWriter::ResultWriter(JobStream* stream)
-    : out_([stream](const v1::RunJobResponse& r, bool last) {
+    : out_([stream](const Outgoing& message, bool last) {
+        if (const auto* chunk = std::get_if<LentChunk>(&message)) {
+          return stream->WriteChunk(*chunk, last);
+        }
+        const auto& r = std::get<v1::RunJobResponse>(message);
         return last ? stream->WriteLast(r) : stream->Write(r);
       }) {}
 
@@ -41,16 +45,17 @@ bool ResultWriter::Result(const v1::JobResult& result) {
   return out_.Push(std::move(response));
 }
 
-bool ResultWriter::Chunk(v1::ArrayChunk&& chunk) {
-  v1::RunJobResponse response;
-  *response.mutable_chunk() = std::move(chunk);
-  return out_.Push(std::move(response));
+bool ResultWriter::Chunk(LentChunk&& chunk) {
+  return out_.Push(std::move(chunk));
 }
 
-bool ResultWriter::Output(uint32_t index, const Tensor& output) {
-  return SendTensorChunks(index, output, [this](v1::ArrayChunk&& chunk) {
-    return Chunk(std::move(chunk));
-  });
+bool ResultWriter::Output(uint32_t index,
+                          std::shared_ptr<const Tensor> output) {
+  const uint8_t* data = output->data();
+  const size_t size = output->num_bytes();
+  return LendBytesChunks(
+      index, data, size, std::move(output),
+      [this](LentChunk&& chunk) { return Chunk(std::move(chunk)); });
 }
 
 bool ResultWriter::Close() { return out_.Close(); }
@@ -77,7 +82,7 @@ absl::Status ResultWriter::Answer(
   if (!Result(result)) return gone;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (outs[i] == nullptr) continue;  // stored, not returned
-    if (!Output(static_cast<uint32_t>(i), *outs[i])) return gone;
+    if (!Output(static_cast<uint32_t>(i), outs[i])) return gone;
   }
   if (!Close()) return gone;
   return absl::OkStatus();

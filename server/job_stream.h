@@ -9,12 +9,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <variant>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/tensor.h"
 #include "server/planner.h"
 #include "shardmap/v1/coordinator.pb.h"
+#include "wire/chunking.h"
 #include "wire/tail_writer.h"
 
 namespace shardmap {
@@ -31,6 +33,14 @@ class JobStream {
   // the call's status, so nothing may be read or written after it.
   virtual bool WriteLast(const v1::RunJobResponse& response) {
     return Write(response);
+  }
+  // Write (or, if `last`, WriteLast) of a RunJobResponse holding `chunk`.
+  // The gRPC stream sends the chunk's bytes without copying them, and
+  // keeps its owner until they are sent; this one copies them.
+  virtual bool WriteChunk(const LentChunk& chunk, bool last) {
+    v1::RunJobResponse response;
+    *response.mutable_chunk() = chunk.Copy();
+    return last ? WriteLast(response) : Write(response);
   }
   // True once the client cancelled or went away, or the call was cancelled
   // for it (its deadline passed).
@@ -60,9 +70,9 @@ class ResultWriter {
 
   bool Result(const v1::JobResult& result);
   // The next chunk of a returned output.
-  bool Chunk(v1::ArrayChunk&& chunk);
-  // All of output `index`, as chunks.
-  bool Output(uint32_t index, const Tensor& output);
+  bool Chunk(LentChunk&& chunk);
+  // All of output `index`, as chunks lent from `output`.
+  bool Output(uint32_t index, std::shared_ptr<const Tensor> output);
   // Writes the held message with WriteLast: nothing may be written after.
   bool Close();
 
@@ -76,7 +86,9 @@ class ResultWriter {
                       bool inline_chunks);
 
  private:
-  TailWriter<v1::RunJobResponse> out_;
+  // A whole message, or a chunk sent by reference.
+  using Outgoing = std::variant<v1::RunJobResponse, LentChunk>;
+  TailWriter<Outgoing> out_;
 };
 
 }  // namespace shardmap

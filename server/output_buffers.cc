@@ -49,9 +49,9 @@ ChunkSequencer::Sink OutputBuffers::SinkFor(size_t o, int64_t d,
     }
     budget_ -= whole->num_bytes();
     out.layout = *std::move(layout);
-    out.whole = *std::move(whole);
+    out.whole = std::make_shared<Tensor>(*std::move(whole));
   }
-  if (!out.whole.has_value() || block.dtype != out.block.dtype ||
+  if (out.whole == nullptr || block.dtype != out.block.dtype ||
       block.shape != out.block.shape) {
     out.unplaced = true;
     return nullptr;
@@ -110,7 +110,7 @@ bool OutputBuffers::StreamableLocked() const {
   for (size_t o = 0; o < outputs_.size(); ++o) {
     if (!plan_.StoredAs(o).empty()) continue;
     const Output& out = outputs_[o];
-    if (out.unplaced || !out.whole.has_value()) return false;
+    if (out.unplaced || out.whole == nullptr) return false;
     for (int64_t d : out.senders) {
       if (!out.regions[d].has_value()) return false;
     }
@@ -121,7 +121,7 @@ bool OutputBuffers::StreamableLocked() const {
 size_t OutputBuffers::ReturnedBytesLocked() const {
   size_t bytes = 0;
   for (size_t o = 0; o < outputs_.size(); ++o) {
-    if (plan_.StoredAs(o).empty() && outputs_[o].whole.has_value()) {
+    if (plan_.StoredAs(o).empty() && outputs_[o].whole != nullptr) {
       bytes += outputs_[o].whole->num_bytes();
     }
   }
@@ -158,7 +158,7 @@ OutputBuffers::AwaitStreamable(size_t min_bytes, absl::Time deadline,
 
 size_t OutputBuffers::PlacedPrefix(size_t o) const {
   const Output& out = outputs_[o];
-  if (!out.whole.has_value()) return 0;
+  if (out.whole == nullptr) return 0;
   size_t prefix = out.whole->num_bytes();
   for (int64_t d : out.senders) {
     if (!out.regions[d].has_value()) return 0;
@@ -190,16 +190,16 @@ absl::Status OutputBuffers::AwaitPlaced(size_t o, size_t end,
   return absl::OkStatus();
 }
 
-const uint8_t* OutputBuffers::data(size_t o) {
+std::shared_ptr<const Tensor> OutputBuffers::Lend(size_t o) {
   absl::MutexLock lock(&mu_);
-  return outputs_[o].whole->data();
+  return outputs_[o].whole;
 }
 
 std::optional<Tensor> OutputBuffers::Take(size_t o) {
   absl::MutexLock lock(&mu_);
-  std::optional<Tensor> whole = std::move(outputs_[o].whole);
-  outputs_[o].whole.reset();
-  return whole;
+  std::shared_ptr<Tensor> whole = std::move(outputs_[o].whole);
+  if (whole == nullptr) return std::nullopt;
+  return std::move(*whole);
 }
 
 }  // namespace shardmap

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -76,12 +77,12 @@ class OutputBuffers {
   // are in. Errors as AwaitStreamable.
   absl::Status AwaitPlaced(size_t o, size_t end, absl::Time deadline,
                            const Watch& watch);
-  // The bytes of the whole output `o`, once streamable: read only what
-  // AwaitPlaced said is in.
-  const uint8_t* data(size_t o);
+  // The whole output `o`, once streamable, to lend its bytes: read only
+  // what AwaitPlaced said is in. It lives as long as the last holder.
+  std::shared_ptr<const Tensor> Lend(size_t o);
 
   // The whole output `o` that the sinks filled; nullopt if none was made.
-  // Only once every sink's writing has ended.
+  // Only once every sink's writing has ended, and never after Lend.
   std::optional<Tensor> Take(size_t o);
 
  private:
@@ -89,7 +90,7 @@ class OutputBuffers {
     bool tried = false;
     ArrayMeta block;
     std::optional<BlockLayout> layout;
-    std::optional<Tensor> whole;
+    std::shared_ptr<Tensor> whole;  // null until the first block asks
     // A representative device's block did not get a sink.
     bool unplaced = false;
     // The devices whose blocks make up the output (representatives).

@@ -41,11 +41,11 @@ absl::StatusOr<bool> StreamOutputs(
     if (!outputs[o].stored_as.empty()) continue;
     // Each chunk goes as soon as the devices' bytes it holds are placed.
     absl::Status placed;
-    const bool sent = SendBytesChunks(
-        static_cast<uint32_t>(o), buffers.data(o), outputs[o].meta.num_bytes(),
-        [&sink](v1::ArrayChunk&& chunk) {
-          return sink.Chunk(std::move(chunk));
-        },
+    const std::shared_ptr<const Tensor> whole = buffers.Lend(o);
+    const bool sent = LendBytesChunks(
+        static_cast<uint32_t>(o), whole->data(), outputs[o].meta.num_bytes(),
+        whole,
+        [&sink](LentChunk&& chunk) { return sink.Chunk(std::move(chunk)); },
         [&](size_t offset, size_t length) {
           placed = buffers.AwaitPlaced(o, offset + length, deadline, watch);
           return placed.ok();

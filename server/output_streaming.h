@@ -18,6 +18,7 @@
 #include "server/planner.h"
 #include "server/worker_pool.h"
 #include "shardmap/v1/common.pb.h"
+#include "wire/chunking.h"
 
 namespace shardmap {
 
@@ -29,8 +30,8 @@ class ResultSink {
   // data). False if the client went away.
   virtual bool Begin(const std::vector<JobOutput>& outputs) = 0;
   // Sends the next chunk of a returned output (output by output, each in
-  // order). False if the client went away.
-  virtual bool Chunk(v1::ArrayChunk&& chunk) = 0;
+  // order), lent from the whole output. False if the client went away.
+  virtual bool Chunk(LentChunk&& chunk) = 0;
 };
 
 // Whether `plan`'s outputs may stream while its devices run: only for a

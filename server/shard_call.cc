@@ -1,7 +1,10 @@
 #include "server/shard_call.h"
 
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "core/block_math.h"
@@ -13,6 +16,10 @@
 
 namespace shardmap {
 namespace {
+
+// A message of a device's request: a whole one, or a chunk that may lend
+// its bytes (ShardChannel::WriteChunk).
+using ShardOutgoing = std::variant<v1::ShardRequest, LentChunk>;
 
 // Ends a stream we no longer trust; our own error is the one to report.
 absl::Status Abandon(ShardChannel& ch, absl::Status why) {
@@ -108,13 +115,15 @@ size_t TravellingBytes(const JobPlan& plan) {
 }
 
 // Hands device `d`'s blocks of the arguments that travel with the job to
-// `emit` as chunks, each as soon as the client's bytes it needs are in.
-// False if `emit` did (the stream broke); an error if the arguments failed
-// or did not come in time (ArrivingInputs::Await), or the job ended
-// elsewhere.
+// `emit` as chunks, each as soon as the client's bytes it needs are in: a
+// block that is contiguous in its argument lends its bytes (the chunk
+// keeps the arguments alive), any other is copied out. False if `emit`
+// did (the stream broke); an error if the arguments failed or did not come
+// in time (ArrivingInputs::Await), or the job ended elsewhere.
 absl::StatusOr<bool> SendArguments(
     const JobPlan& plan, int64_t d, const ArrivingInputs& inputs,
-    absl::Time deadline, const std::function<bool(v1::ArrayChunk&&)>& emit) {
+    absl::Time deadline, const std::function<bool(LentChunk&&)>& emit) {
+  const std::shared_ptr<const void> owner = inputs.owner();
   for (size_t i = 0; i < plan.args.size(); ++i) {
     const ArgPlan& a = plan.args[i];
     if (a.resident.has_value()) continue;  // the worker fetches it
@@ -128,14 +137,17 @@ absl::StatusOr<bool> SendArguments(
     };
     const bool ok =
         region.contiguous()
-            ? SendBytesChunks(static_cast<uint32_t>(i), base + region.start(),
-                              region.num_bytes(), emit, ready)
+            ? LendBytesChunks(static_cast<uint32_t>(i), base + region.start(),
+                              region.num_bytes(), owner, emit, ready)
             : SendChunks(
                   static_cast<uint32_t>(i), region.num_bytes(),
                   [&](size_t offset, size_t length, uint8_t* dst) {
                     region.CopyOut(base, offset, length, dst);
                   },
-                  emit, ready);
+                  [&emit](v1::ArrayChunk&& chunk) {
+                    return emit(LentChunk::Own(std::move(chunk)));
+                  },
+                  ready);
     if (!arrived.ok()) return arrived;
     if (!ok) return false;
   }
@@ -158,26 +170,23 @@ absl::StatusOr<bool> SendArguments(
 absl::StatusOr<bool> SendRequest(const std::string& job_id, const JobPlan& plan,
                                  int64_t d, const ShardCallContext& context,
                                  const ArrivingInputs& inputs,
-                                 TailWriter<v1::ShardRequest>& out) {
+                                 TailWriter<ShardOutgoing>& out) {
   v1::ShardRequest header = JobRequest(job_id, plan, d, context);
   if ((*context.workers)[d].inline_chunks &&
       TravellingBytes(plan) <= kInlineChunkBytes) {
     v1::ShardJob* job = header.mutable_job();
     const absl::StatusOr<bool> added = SendArguments(
-        plan, d, inputs, context.deadline, [job](v1::ArrayChunk&& chunk) {
-          *job->add_chunks() = std::move(chunk);
+        plan, d, inputs, context.deadline, [job](LentChunk&& chunk) {
+          *job->add_chunks() = chunk.Copy();
           return true;
         });
     if (!added.ok()) return added;
     return out.Push(std::move(header));
   }
   if (!out.Push(std::move(header))) return false;
-  return SendArguments(plan, d, inputs, context.deadline,
-                       [&out](v1::ArrayChunk&& chunk) {
-                         v1::ShardRequest r;
-                         *r.mutable_chunk() = std::move(chunk);
-                         return out.Push(std::move(r));
-                       });
+  return SendArguments(
+      plan, d, inputs, context.deadline,
+      [&out](LentChunk&& chunk) { return out.Push(std::move(chunk)); });
 }
 
 // Takes the worker's ShardOutputs and reads the chunks of the outputs the
@@ -266,8 +275,13 @@ absl::StatusOr<DeviceResult> RunShardCall(const std::string& job_id,
                                           ShardChannel& ch) {
   // The last message carries the end of the stream, except for a two-phase
   // job, whose stream stays open for the commit decision.
-  TailWriter<v1::ShardRequest> out([&](const v1::ShardRequest& r, bool last) {
-    return last && !context.two_phase ? ch.WriteLast(r) : ch.Write(r);
+  TailWriter<ShardOutgoing> out([&](const ShardOutgoing& message, bool last) {
+    last = last && !context.two_phase;
+    if (const auto* chunk = std::get_if<LentChunk>(&message)) {
+      return ch.WriteChunk(*chunk, last);
+    }
+    const auto& r = std::get<v1::ShardRequest>(message);
+    return last ? ch.WriteLast(r) : ch.Write(r);
   });
   const absl::StatusOr<bool> sent =
       SendRequest(job_id, plan, d, context, inputs, out);

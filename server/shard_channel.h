@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "shardmap/v1/worker.pb.h"
+#include "wire/chunking.h"
 
 namespace shardmap {
 
@@ -25,6 +26,15 @@ class ShardChannel {
   // Write and WritesDone in one.
   virtual bool WriteLast(const v1::ShardRequest& request) {
     return Write(request) && WritesDone();
+  }
+  // Write (or, if `last`, WriteLast) of a ShardRequest holding `chunk`. A
+  // channel that can send memory by reference sends the chunk's bytes
+  // without copying them, and keeps its owner until they are sent; this
+  // one copies them.
+  virtual bool WriteChunk(const LentChunk& chunk, bool last) {
+    v1::ShardRequest request;
+    *request.mutable_chunk() = chunk.Copy();
+    return last ? WriteLast(request) : Write(request);
   }
   // False at the end of the stream or when it broke.
   virtual bool Read(v1::ShardResponse* response) = 0;

@@ -1,6 +1,8 @@
 #include "wire/chunking.h"
 
 #include <cstring>
+#include <memory>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 
@@ -24,20 +26,49 @@ bool SendChunks(uint32_t index, size_t total,
   return true;
 }
 
-bool SendBytesChunks(uint32_t index, const uint8_t* data, size_t size,
-                     const std::function<bool(v1::ArrayChunk&&)>& write,
+LentChunk LentChunk::Own(v1::ArrayChunk&& chunk) {
+  auto bytes = std::make_shared<std::string>(std::move(*chunk.mutable_data()));
+  LentChunk own;
+  own.index = chunk.index();
+  own.offset = chunk.offset();
+  own.bytes = absl::MakeConstSpan(
+      reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
+  own.owner = std::move(bytes);
+  return own;
+}
+
+v1::ArrayChunk LentChunk::Copy() const {
+  v1::ArrayChunk chunk;
+  chunk.set_index(index);
+  chunk.set_offset(offset);
+  // One copy; resize-and-fill would first zero the bytes.
+  chunk.set_data(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return chunk;
+}
+
+bool LendBytesChunks(uint32_t index, const uint8_t* data, size_t size,
+                     const std::shared_ptr<const void>& owner,
+                     const std::function<bool(LentChunk&&)>& lend,
                      const ChunkReady& ready) {
   for (size_t offset = 0; offset < size; offset += kChunkBytes) {
     const size_t length = std::min(kChunkBytes, size - offset);
     if (ready && !ready(offset, length)) return false;
-    v1::ArrayChunk chunk;
-    chunk.set_index(index);
-    chunk.set_offset(offset);
-    // One copy; resize-and-fill would first zero the bytes.
-    chunk.set_data(reinterpret_cast<const char*>(data + offset), length);
-    if (!write(std::move(chunk))) return false;
+    LentChunk chunk;
+    chunk.index = index;
+    chunk.offset = offset;
+    chunk.bytes = absl::MakeConstSpan(data + offset, length);
+    chunk.owner = owner;
+    if (!lend(std::move(chunk))) return false;
   }
   return true;
+}
+
+bool SendBytesChunks(uint32_t index, const uint8_t* data, size_t size,
+                     const std::function<bool(v1::ArrayChunk&&)>& write,
+                     const ChunkReady& ready) {
+  return LendBytesChunks(
+      index, data, size, nullptr,
+      [&write](LentChunk&& chunk) { return write(chunk.Copy()); }, ready);
 }
 
 bool SendTensorChunks(uint32_t index, const Tensor& tensor,

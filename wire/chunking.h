@@ -8,10 +8,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/tensor.h"
 #include "shardmap/v1/common.pb.h"
 
@@ -33,6 +35,22 @@ inline constexpr size_t kInlineChunkBytes = 64 << 10;
 // Null: every byte is there.
 using ChunkReady = std::function<bool(size_t, size_t)>;
 
+// A chunk whose bytes are lent, not copied: `bytes` stay valid as long as
+// `owner` (or a copy of it) lives, so a sender that can write memory by
+// reference (rpc/chunk_message.h) keeps `owner` until the bytes are sent,
+// and one that cannot copies them (Copy). On the wire it is an ArrayChunk.
+struct LentChunk {
+  uint32_t index = 0;
+  uint64_t offset = 0;
+  absl::Span<const uint8_t> bytes;
+  std::shared_ptr<const void> owner;
+
+  // A chunk that owns its bytes: `chunk`'s, moved, not copied.
+  static LentChunk Own(v1::ArrayChunk&& chunk);
+  // The chunk as a message of its own, its bytes copied.
+  v1::ArrayChunk Copy() const;
+};
+
 // Produces the chunks of array `index` of `total` bytes. `fill(offset,
 // length, dst)` copies the array's bytes [offset, offset+length) to dst;
 // `write(chunk)` sends one chunk and returns false if the stream broke.
@@ -46,6 +64,13 @@ bool SendChunks(uint32_t index, size_t total,
 // bytes once, straight from `data`.
 bool SendBytesChunks(uint32_t index, const uint8_t* data, size_t size,
                      const std::function<bool(v1::ArrayChunk&&)>& write,
+                     const ChunkReady& ready = nullptr);
+// The same, lending the bytes instead: each chunk refers to `data`, which
+// `owner` keeps alive (null: the caller keeps it alive until `lend` is done
+// with every chunk).
+bool LendBytesChunks(uint32_t index, const uint8_t* data, size_t size,
+                     const std::shared_ptr<const void>& owner,
+                     const std::function<bool(LentChunk&&)>& lend,
                      const ChunkReady& ready = nullptr);
 // The same for a whole tensor.
 bool SendTensorChunks(uint32_t index, const Tensor& tensor,

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <utility>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "core/digest.h"
@@ -142,7 +143,9 @@ absl::Status ShardJob::Run() {
   SHARD_RETURN_IF_ERROR(
       StageWrites(header, mesh, device, outputs, &states, *services_.store));
   if (stream_->cancelled()) return absl::CancelledError("job cancelled");
-  SHARD_RETURN_IF_ERROR(Send(std::move(response), outputs));
+  SHARD_RETURN_IF_ERROR(
+      Send(std::move(response),
+           std::make_shared<const std::vector<Tensor>>(std::move(outputs))));
   if (!header.two_phase()) return absl::OkStatus();
   return Decide();
 }
@@ -259,13 +262,19 @@ StateReshardHooks ShardJob::ReshardHooks(
 }
 
 absl::Status ShardJob::Send(v1::ShardResponse response,
-                            const std::vector<Tensor>& outputs) {
+                            std::shared_ptr<const std::vector<Tensor>> lent) {
   const v1::ShardJob& header = received_.header;
+  const std::vector<Tensor>& outputs = *lent;
   // The last message leaves with the call's status, except for a two-phase
   // job, which waits for the decision.
-  TailWriter<v1::ShardResponse> out([&](const v1::ShardResponse& r, bool last) {
-    return last && !header.two_phase() ? stream_->WriteLast(r)
-                                       : stream_->Write(r);
+  using Outgoing = std::variant<v1::ShardResponse, LentChunk>;
+  TailWriter<Outgoing> out([&](const Outgoing& message, bool last) {
+    last = last && !header.two_phase();
+    if (const auto* chunk = std::get_if<LentChunk>(&message)) {
+      return stream_->WriteChunk(*chunk, last);
+    }
+    const auto& r = std::get<v1::ShardResponse>(message);
+    return last ? stream_->WriteLast(r) : stream_->Write(r);
   });
   const absl::Status gone = absl::CancelledError("coordinator went away");
   const std::vector<bool>& wanted = received_.send_outputs;
@@ -293,12 +302,9 @@ absl::Status ShardJob::Send(v1::ShardResponse response,
   }
   if (!out.Push(std::move(response))) return gone;
   for (uint32_t i : returned) {
-    const bool ok =
-        SendTensorChunks(i, outputs[i], [&](v1::ArrayChunk&& chunk) {
-          v1::ShardResponse r;
-          *r.mutable_chunk() = std::move(chunk);
-          return out.Push(std::move(r));
-        });
+    const bool ok = LendBytesChunks(
+        i, outputs[i].data(), outputs[i].num_bytes(), lent,
+        [&out](LentChunk&& chunk) { return out.Push(std::move(chunk)); });
     if (!ok) return gone;
   }
   if (!out.Close()) return gone;

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -95,9 +96,10 @@ class ShardJob {
                                  Communicator* comm,
                                  MemoryBudget::Reservation* memory) const;
   // The outputs' headers and digests (all in `response`), then the chunks
-  // of the outputs the coordinator asked for.
+  // of the outputs the coordinator asked for, lent from `outputs` (which
+  // the chunks keep alive until gRPC has sent them).
   absl::Status Send(v1::ShardResponse response,
-                    const std::vector<Tensor>& outputs);
+                    std::shared_ptr<const std::vector<Tensor>> outputs);
   // The two-phase decision: commits the staged writes if told to.
   absl::Status Decide();
 

@@ -6,6 +6,7 @@
 #define SHARDMAP_WORKER_SHARD_STREAM_H_
 
 #include "shardmap/v1/worker.pb.h"
+#include "wire/chunking.h"
 
 namespace shardmap {
 
@@ -23,6 +24,14 @@ class ShardStream {
   // the call's status, so nothing may be read or written after it.
   virtual bool WriteLast(const v1::ShardResponse& response) {
     return Write(response);
+  }
+  // Write (or, if `last`, WriteLast) of a ShardResponse holding `chunk`.
+  // The RunShard stream sends the chunk's bytes without copying them, and
+  // keeps its owner until they are sent; this one copies them.
+  virtual bool WriteChunk(const LentChunk& chunk, bool last) {
+    v1::ShardResponse response;
+    *response.mutable_chunk() = chunk.Copy();
+    return last ? WriteLast(response) : Write(response);
   }
   // True once the coordinator cancelled the call (it aborts the job, or the
   // call's deadline passed).

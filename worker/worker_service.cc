@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "core/status_util.h"
+#include "rpc/chunk_message.h"
 #include "rpc/grpc_status.h"
 #include "rpc/trace_context.h"
 #include "wire/chunking.h"
@@ -17,32 +18,36 @@ namespace {
 // The RunShard call as the job sees it.
 class GrpcShardStream final : public ShardStream {
  public:
-  GrpcShardStream(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::ShardResponse, v1::ShardRequest>* stream)
+  GrpcShardStream(grpc::ServerContext* context, RawServerStream* stream)
       : context_(context), stream_(stream) {}
 
   bool Read(v1::ShardRequest* request) override {
-    return stream_->Read(request);
+    bool malformed = false;
+    if (ReadMessage(stream_, request, &malformed)) return true;
+    if (malformed) context_->TryCancel();
+    return false;
   }
   bool Write(const v1::ShardResponse& response) override {
-    return stream_->Write(response);
+    return WriteMessage(stream_, response, false);
   }
   bool WriteLast(const v1::ShardResponse& response) override {
-    return stream_->Write(response, grpc::WriteOptions().set_last_message());
+    return WriteMessage(stream_, response, true);
+  }
+  bool WriteChunk(const LentChunk& chunk, bool last) override {
+    return WriteChunkMessage(stream_, v1::ShardResponse::kChunkFieldNumber,
+                             chunk, last);
   }
   bool cancelled() const override { return context_->IsCancelled(); }
 
  private:
   grpc::ServerContext* const context_;
-  grpc::ServerReaderWriter<v1::ShardResponse, v1::ShardRequest>* const stream_;
+  RawServerStream* const stream_;
 };
 
 }  // namespace
 
-grpc::Status WorkerService::RunShard(
-    grpc::ServerContext* context,
-    grpc::ServerReaderWriter<v1::ShardResponse, v1::ShardRequest>* stream) {
+grpc::Status WorkerService::RunShard(grpc::ServerContext* context,
+                                     RawServerStream* stream) {
   GrpcShardStream shard_stream(context, stream);
   return ToGrpcStatus(RunCall(&shard_stream,
                               absl::FromChrono(context->deadline()),

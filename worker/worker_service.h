@@ -13,6 +13,7 @@
 
 #include "core/device_threads.h"
 #include "rpc/drain_gate.h"
+#include "rpc/raw_method.h"
 #include "rpc/trace_context.h"
 #include "shardmap/v1/worker.grpc.pb.h"
 #include "worker/grpc_job_peers.h"
@@ -56,12 +57,15 @@ class WorkerService final
         sequencer_(sequencer),
         store_(store),
         peers_(network, options.shm, options.channels),
-        job_services_{executor, &peers_, store, sequencer, options.budget} {}
+        job_services_{executor, &peers_, store, sequencer, options.budget} {
+    MarkMethodStreamed(MethodIndex("shardmap.v1.Worker", "RunShard"),
+                       RawBidiHandler(this, &WorkerService::RunShard));
+  }
 
-  grpc::Status RunShard(
-      grpc::ServerContext* context,
-      grpc::ServerReaderWriter<v1::ShardResponse, v1::ShardRequest>* stream)
-      override;
+  // RunShard, served over byte buffers (its generated handler is
+  // replaced) so that outputs go to the coordinator without a copy; on the
+  // wire it is the same ShardRequest / ShardResponse stream.
+  grpc::Status RunShard(grpc::ServerContext* context, RawServerStream* stream);
   // RunShard calls multiplexed on one stream (worker/shard_link_service.h).
   grpc::ServerBidiReactor<v1::ShardLinkRequest, v1::ShardLinkResponse>*
   RunShards(grpc::CallbackServerContext* context) override;

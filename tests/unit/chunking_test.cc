@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,66 @@ TEST(ChunkingTest, SendBytesChunksCopiesTheBytesInOrder) {
       }));
   EXPECT_EQ(chunks, 3);
   EXPECT_EQ(back, std::string(bytes.begin(), bytes.end()));
+}
+
+// Lent chunks point into the caller's bytes, each holding the owner.
+TEST(ChunkingTest, LendBytesChunksReferToTheBytesAndHoldTheOwner) {
+  auto bytes = std::make_shared<std::vector<uint8_t>>(kChunkBytes + 10);
+  std::vector<LentChunk> chunks;
+  ASSERT_TRUE(LendBytesChunks(5, bytes->data(), bytes->size(), bytes,
+                              [&](LentChunk&& c) {
+                                chunks.push_back(std::move(c));
+                                return true;
+                              }));
+  ASSERT_EQ(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0].index, 5u);
+  EXPECT_EQ(chunks[0].offset, 0u);
+  EXPECT_EQ(chunks[0].bytes.data(), bytes->data());
+  EXPECT_EQ(chunks[0].bytes.size(), kChunkBytes);
+  EXPECT_EQ(chunks[1].offset, kChunkBytes);
+  EXPECT_EQ(chunks[1].bytes.data(), bytes->data() + kChunkBytes);
+  EXPECT_EQ(chunks[1].bytes.size(), 10u);
+  const std::weak_ptr<std::vector<uint8_t>> alive = bytes;
+  bytes.reset();
+  EXPECT_FALSE(alive.expired());  // the chunks keep it
+  chunks.clear();
+  EXPECT_TRUE(alive.expired());
+}
+
+TEST(ChunkingTest, LendingStopsWhenNotReady) {
+  std::vector<uint8_t> bytes(3 * kChunkBytes);
+  int lent = 0;
+  EXPECT_FALSE(LendBytesChunks(
+      0, bytes.data(), bytes.size(), nullptr,
+      [&](LentChunk&&) {
+        ++lent;
+        return true;
+      },
+      [](size_t offset, size_t) { return offset < kChunkBytes; }));
+  EXPECT_EQ(lent, 1);
+}
+
+// A chunk copied into a message, and a message's chunk owned without a copy.
+TEST(ChunkingTest, LentChunksCopyAndOwn) {
+  const std::string text = "seven bytes and more";
+  LentChunk lent;
+  lent.index = 2;
+  lent.offset = 40;
+  lent.bytes = absl::MakeConstSpan(
+      reinterpret_cast<const uint8_t*>(text.data()), text.size());
+  const v1::ArrayChunk copy = lent.Copy();
+  EXPECT_EQ(copy.index(), 2u);
+  EXPECT_EQ(copy.offset(), 40u);
+  EXPECT_EQ(copy.data(), text);
+
+  v1::ArrayChunk message = copy;
+  const char* inside = message.data().data();
+  const LentChunk own = LentChunk::Own(std::move(message));
+  EXPECT_EQ(own.index, 2u);
+  EXPECT_EQ(own.offset, 40u);
+  EXPECT_EQ(reinterpret_cast<const char*>(own.bytes.data()), inside);
+  EXPECT_EQ(std::string(own.bytes.begin(), own.bytes.end()), text);
+  EXPECT_NE(own.owner, nullptr);
 }
 
 TEST(ChunkingTest, ExactMultipleHasNoEmptyTail) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,16 +26,26 @@ class RecordingSink : public ResultSink {
     for (const JobOutput& o : outputs) metas.push_back(o.meta);
     return true;
   }
-  bool Chunk(v1::ArrayChunk&& chunk) override {
-    if (chunk.index() != 0 || chunk.offset() != bytes.size() ||
-        chunk.data().size() > kChunkBytes) {
+  bool Chunk(LentChunk&& chunk) override {
+    if (chunk.index != 0 || chunk.offset != received ||
+        chunk.bytes.size() > kChunkBytes || chunk.owner == nullptr) {
       out_of_order = true;
     }
-    bytes += chunk.data();
+    received += chunk.bytes.size();
+    chunks.push_back(std::move(chunk));
     return true;
   }
+  // The bytes of the chunks kept, in order.
+  std::string bytes() const {
+    std::string all;
+    for (const LentChunk& c : chunks) {
+      all.append(reinterpret_cast<const char*>(c.bytes.data()), c.bytes.size());
+    }
+    return all;
+  }
   std::vector<ArrayMeta> metas;
-  std::string bytes;
+  std::vector<LentChunk> chunks;  // lent: each keeps its owner
+  size_t received = 0;
   bool out_of_order = false;
 };
 
@@ -82,10 +93,13 @@ TEST(OutputStreamingTest, OnlyJobsThatChangeAndHoldNothingStream) {
 // pieces, taking turns, on another thread while StreamOutputs runs here
 // (how far they got when each chunk goes is up to the scheduler; that a
 // chunk leaves before the devices are done is job_service_test's).
+// The chunks are lent from the whole output, which outlives the buffers
+// for as long as a chunk does.
 TEST(OutputStreamingTest, StreamsTheWholeOutputInOrder) {
   const JobPlan plan = PlanOnX2("P('x')");
   const int64_t n = 3 * kChunkBytes / 8 + 5;  // 3 chunks and a bit in all
-  OutputBuffers buffers(plan, uint64_t{1} << 30);
+  auto owned = std::make_unique<OutputBuffers>(plan, uint64_t{1} << 30);
+  OutputBuffers& buffers = *owned;
   const ArrayMeta block{DType::kFloat32, {1, n}};
   std::vector<std::vector<float>> blocks(2, std::vector<float>(n));
   std::vector<ChunkSequencer::Sink> sinks;
@@ -117,17 +131,24 @@ TEST(OutputStreamingTest, StreamsTheWholeOutputInOrder) {
   devices.join();
   ASSERT_TRUE(streamed.ok()) << streamed.status();
   EXPECT_TRUE(*streamed);
+  ASSERT_FALSE(sink.chunks.empty());
+  const std::weak_ptr<const void> whole = sink.chunks[0].owner;
+  owned.reset();
+  EXPECT_FALSE(whole.expired());  // the chunks keep it
   ASSERT_EQ(sink.metas.size(), 1u);
   EXPECT_EQ(sink.metas[0].shape, (Shape{2, n}));
   EXPECT_FALSE(sink.out_of_order);
-  ASSERT_EQ(sink.bytes.size(), 2 * n * sizeof(float));
+  const std::string bytes = sink.bytes();
+  ASSERT_EQ(bytes.size(), 2 * n * sizeof(float));
   std::vector<float> got(2 * n);
-  std::memcpy(got.data(), sink.bytes.data(), sink.bytes.size());
+  std::memcpy(got.data(), bytes.data(), bytes.size());
   for (int64_t d = 0; d < 2; ++d) {
     for (int64_t c = 0; c < n; ++c) {
       ASSERT_EQ(got[d * n + c], blocks[d][c]) << "row " << d << " col " << c;
     }
   }
+  sink.chunks.clear();
+  EXPECT_TRUE(whole.expired());
 }
 
 // One chunk or less need not stream: nothing is sent, and the assembly

@@ -1,0 +1,76 @@
+// The job streams' messages as gRPC byte buffers, for the streams that
+// send array chunks without copying them (the coordinator's RunJob and
+// RunShard calls).
+//
+// A chunk message is, on the wire, exactly a serialized wrapper message
+// (RunJobResponse, ShardRequest, ...) whose one field is an ArrayChunk, so
+// every protobuf peer reads it as usual. EncodeChunkMessage serializes the
+// small header and appends the chunk's bytes as a slice over the lent
+// memory (LentChunk), which holds the chunk's owner until gRPC lets go of
+// it: once the bytes are in the kernel, or the call failed.
+#ifndef SHARDMAP_RPC_CHUNK_MESSAGE_H_
+#define SHARDMAP_RPC_CHUNK_MESSAGE_H_
+
+#include <grpcpp/impl/codegen/proto_utils.h>
+#include <grpcpp/support/byte_buffer.h>
+#include <grpcpp/support/sync_stream.h>
+
+#include <cstdint>
+
+#include "wire/chunking.h"
+
+namespace shardmap {
+
+// The serialized wrapper message whose field `chunk_field` holds `chunk`.
+grpc::ByteBuffer EncodeChunkMessage(uint32_t chunk_field,
+                                    const LentChunk& chunk);
+
+// `message` serialized, as gRPC serializes it.
+template <typename Message>
+grpc::ByteBuffer EncodeMessage(const Message& message) {
+  grpc::ByteBuffer buffer;
+  bool own_buffer = false;
+  // Serializing a message in memory cannot fail but for one over 2 GiB,
+  // which no channel would carry: an empty buffer then fails the parse.
+  static_cast<void>(grpc::SerializationTraits<Message>::Serialize(
+      message, &buffer, &own_buffer));
+  return buffer;
+}
+
+// Parses `buffer` (consumed) into `message`. False if it is not one.
+template <typename Message>
+bool DecodeMessage(grpc::ByteBuffer* buffer, Message* message) {
+  return grpc::SerializationTraits<Message>::Deserialize(buffer, message).ok();
+}
+
+// The same on a raw stream (rpc/raw_method.h), client's or server's.
+using RawReader = grpc::internal::ReaderInterface<grpc::ByteBuffer>;
+using RawWriter = grpc::internal::WriterInterface<grpc::ByteBuffer>;
+
+// The stream's next message. False at the end of the stream, and for a
+// message that is not a `Message` (then `*malformed` is set: the caller
+// ends the call, as gRPC's typed streams do).
+template <typename Message>
+bool ReadMessage(RawReader* stream, Message* message, bool* malformed) {
+  grpc::ByteBuffer buffer;
+  if (!stream->Read(&buffer)) return false;
+  if (DecodeMessage(&buffer, message)) return true;
+  *malformed = true;
+  return false;
+}
+
+// Writes `message`, with the end of the stream (WriteLast) if `last`.
+template <typename Message>
+bool WriteMessage(RawWriter* stream, const Message& message, bool last) {
+  grpc::WriteOptions options;
+  if (last) options.set_last_message();
+  return stream->Write(EncodeMessage(message), options);
+}
+
+// Writes the chunk message (EncodeChunkMessage) the same way.
+bool WriteChunkMessage(RawWriter* stream, uint32_t chunk_field,
+                       const LentChunk& chunk, bool last);
+
+}  // namespace shardmap
+
+#endif  // SHARDMAP_RPC_CHUNK_MESSAGE_H_

@@ -1,0 +1,128 @@
+#include "rpc/chunk_message.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rpc/raw_method.h"
+#include "shardmap/v1/coordinator.pb.h"
+#include "shardmap/v1/worker.pb.h"
+
+namespace shardmap {
+namespace {
+
+// The whole buffer's bytes, as a peer receives them.
+std::string Flatten(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string all;
+  for (const grpc::Slice& s : slices) {
+    all.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return all;
+}
+
+LentChunk ChunkOver(const std::vector<uint8_t>& bytes, uint32_t index,
+                    uint64_t offset, std::shared_ptr<const void> owner) {
+  LentChunk chunk;
+  chunk.index = index;
+  chunk.offset = offset;
+  chunk.bytes = absl::MakeConstSpan(bytes);
+  chunk.owner = std::move(owner);
+  return chunk;
+}
+
+// What any protobuf peer parses is the wrapper message with the chunk in
+// it, whichever wrapper it is.
+TEST(ChunkMessageTest, IsTheWrapperMessageWithItsChunk) {
+  auto bytes = std::make_shared<std::vector<uint8_t>>(70000);
+  for (size_t i = 0; i < bytes->size(); ++i) (*bytes)[i] = (i * 7 + 3) % 256;
+  const LentChunk chunk = ChunkOver(*bytes, 3, 123456789012ull, bytes);
+  const std::string want(bytes->begin(), bytes->end());
+
+  v1::ShardRequest request;
+  ASSERT_TRUE(request.ParseFromString(
+      Flatten(EncodeChunkMessage(v1::ShardRequest::kChunkFieldNumber, chunk))));
+  ASSERT_TRUE(request.has_chunk());
+  EXPECT_EQ(request.chunk().index(), 3u);
+  EXPECT_EQ(request.chunk().offset(), 123456789012ull);
+  EXPECT_EQ(request.chunk().data(), want);
+
+  v1::RunJobResponse response;
+  ASSERT_TRUE(response.ParseFromString(Flatten(
+      EncodeChunkMessage(v1::RunJobResponse::kChunkFieldNumber, chunk))));
+  ASSERT_TRUE(response.has_chunk());
+  EXPECT_EQ(response.chunk().data(), want);
+
+  // Byte for byte what protobuf itself writes.
+  v1::ShardResponse reference;
+  *reference.mutable_chunk() = chunk.Copy();
+  EXPECT_EQ(
+      Flatten(EncodeChunkMessage(v1::ShardResponse::kChunkFieldNumber, chunk)),
+      reference.SerializeAsString());
+}
+
+TEST(ChunkMessageTest, IndexAndOffsetZeroAndNoBytes) {
+  const std::vector<uint8_t> none;
+  v1::ShardRequest request;
+  ASSERT_TRUE(request.ParseFromString(Flatten(EncodeChunkMessage(
+      v1::ShardRequest::kChunkFieldNumber, ChunkOver(none, 0, 0, nullptr)))));
+  ASSERT_TRUE(request.has_chunk());
+  EXPECT_EQ(request.chunk().index(), 0u);
+  EXPECT_TRUE(request.chunk().data().empty());
+}
+
+// The buffer refers to the lent bytes and holds their owner until gRPC (or
+// here, the last copy of the buffer) lets go.
+TEST(ChunkMessageTest, HoldsTheOwnerAsLongAsTheBuffer) {
+  auto bytes = std::make_shared<std::vector<uint8_t>>(4096, 9);
+  const std::weak_ptr<std::vector<uint8_t>> alive = bytes;
+  auto buffer = std::make_unique<grpc::ByteBuffer>(EncodeChunkMessage(
+      v1::ShardRequest::kChunkFieldNumber, ChunkOver(*bytes, 1, 0, bytes)));
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(buffer->Dump(&slices).ok());
+  ASSERT_EQ(slices.size(), 2u);
+  EXPECT_EQ(slices[1].begin(), bytes->data());  // not copied
+  slices.clear();
+  bytes.reset();
+  EXPECT_FALSE(alive.expired());
+  buffer.reset();
+  EXPECT_TRUE(alive.expired());
+}
+
+// Without an owner the bytes are copied: the caller may reuse them at once.
+TEST(ChunkMessageTest, CopiesBytesWithoutAnOwner) {
+  std::vector<uint8_t> bytes(100, 1);
+  const grpc::ByteBuffer buffer = EncodeChunkMessage(
+      v1::ShardRequest::kChunkFieldNumber, ChunkOver(bytes, 0, 0, nullptr));
+  std::fill(bytes.begin(), bytes.end(), 2);
+  v1::ShardRequest request;
+  ASSERT_TRUE(request.ParseFromString(Flatten(buffer)));
+  EXPECT_EQ(request.chunk().data(), std::string(100, '\1'));
+}
+
+TEST(ChunkMessageTest, MessagesRoundTrip) {
+  v1::ShardRequest request;
+  request.mutable_job()->set_function("identity");
+  request.mutable_job()->set_device_id(3);
+  grpc::ByteBuffer buffer = EncodeMessage(request);
+  v1::ShardRequest back;
+  ASSERT_TRUE(DecodeMessage(&buffer, &back));
+  EXPECT_EQ(back.job().function(), "identity");
+  EXPECT_EQ(back.job().device_id(), 3);
+
+  grpc::Slice junk(std::string("\xff\xff\xff", 3));
+  grpc::ByteBuffer bad(&junk, 1);
+  EXPECT_FALSE(DecodeMessage(&bad, &back));
+}
+
+TEST(RawMethodTest, FindsMethodsInTheProtosOrder) {
+  EXPECT_EQ(MethodIndex("shardmap.v1.Coordinator", "RunJob"), 0);
+  EXPECT_EQ(MethodIndex("shardmap.v1.Worker", "RunShard"), 0);
+  EXPECT_EQ(MethodIndex("shardmap.v1.Worker", "RunShards"), 1);
+}
+
+}  // namespace
+}  // namespace shardmap
