@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <variant>
 
@@ -209,9 +210,14 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
   v1::RunJobResponse response;
   // False at the end of the stream; a message that is not a RunJobResponse
   // ends the call, as with gRPC's own typed streams.
+  // A chunk comes as `chunk`, its bytes left where they arrived.
+  std::optional<ReceivedChunk> chunk;
   auto read = [&]() {
     bool malformed = false;
-    if (ReadMessage(stream.get(), &response, &malformed)) return true;
+    if (ReadChunked(stream.get(), v1::RunJobResponse::kChunkFieldNumber,
+                    &response, &chunk, &malformed)) {
+      return true;
+    }
     if (malformed) {
       status = absl::InternalError(
           "the coordinator sent a message that is not a RunJobResponse");
@@ -219,7 +225,7 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
     return false;
   };
   if (read()) {
-    if (!response.has_result()) {
+    if (chunk.has_value() || !response.has_result()) {
       status = absl::InternalError("coordinator sent chunks before the result");
     } else {
       result.job_id = response.result().job_id();
@@ -272,8 +278,8 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
       if (status.ok()) status = sequencer.AcceptAll(response.result().chunks());
       while (status.ok() && read()) {
         status =
-            response.has_chunk()
-                ? sequencer.Accept(response.chunk())
+            chunk.has_value()
+                ? sequencer.Accept(*chunk)
                 : absl::InternalError("unexpected message after the result");
       }
       if (status.ok()) status = sequencer.Finish();

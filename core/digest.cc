@@ -20,4 +20,15 @@ uint64_t Digest(const Tensor& tensor) {
   return XXH3_64bits_digest(state.get());
 }
 
+uint64_t DigestPieces(uint64_t seed,
+                      absl::Span<const absl::string_view> pieces) {
+  std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(
+      XXH3_createState(), &XXH3_freeState);
+  XXH3_64bits_reset_withSeed(state.get(), seed);
+  for (absl::string_view piece : pieces) {
+    XXH3_64bits_update(state.get(), piece.data(), piece.size());
+  }
+  return XXH3_64bits_digest(state.get());
+}
+
 }  // namespace shardmap

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "core/tensor.h"
 
 namespace shardmap {
@@ -13,6 +15,11 @@ namespace shardmap {
 // digests on every machine; byte-different arrays (including 0.0 vs -0.0,
 // or NaNs with different payloads) almost surely differ.
 uint64_t Digest(const Tensor& tensor);
+
+// XXH3-64 with `seed` over `pieces` as one run of bytes: the same however
+// the bytes are cut into pieces.
+uint64_t DigestPieces(uint64_t seed,
+                      absl::Span<const absl::string_view> pieces);
 
 }  // namespace shardmap
 

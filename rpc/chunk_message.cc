@@ -5,9 +5,14 @@
 #include <google/protobuf/wire_format_lite.h>
 #include <grpcpp/support/slice.h>
 
+#include <algorithm>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
+
+#include "rpc/slice_reader.h"
 
 namespace shardmap {
 namespace {
@@ -42,7 +47,75 @@ grpc::Slice BytesSlice(const LentChunk& chunk) {
                      new std::shared_ptr<const void>(chunk.owner));
 }
 
+// Reads a length-delimited field's header: its field number and that its
+// contents run to the end of the message.
+bool ReadLastField(SliceReader& reader, uint32_t* field) {
+  uint64_t tag = 0;
+  uint64_t length = 0;
+  if (!reader.ReadVarint(&tag) ||
+      (tag & 7) != WireFormatLite::WIRETYPE_LENGTH_DELIMITED ||
+      !reader.ReadVarint(&length) || length != reader.remaining()) {
+    return false;
+  }
+  *field = static_cast<uint32_t>(tag >> 3);
+  return true;
+}
+
 }  // namespace
+
+std::optional<ReceivedChunk> DecodeChunkMessage(const grpc::ByteBuffer& buffer,
+                                                uint32_t chunk_field) {
+  auto slices = std::make_shared<std::vector<grpc::Slice>>();
+  if (!buffer.Dump(slices.get()).ok()) return std::nullopt;
+  SliceReader reader(*slices);
+  uint32_t field = 0;
+  if (!ReadLastField(reader, &field) || field != chunk_field) {
+    return std::nullopt;
+  }
+  ReceivedChunk chunk;
+  // The ArrayChunk's fields: index and offset, then the data to the end.
+  while (reader.remaining() > 0) {
+    uint64_t tag = 0;
+    uint64_t value = 0;
+    if (!reader.ReadVarint(&tag)) return std::nullopt;
+    const uint32_t number = static_cast<uint32_t>(tag >> 3);
+    const uint32_t wire = static_cast<uint32_t>(tag & 7);
+    if (wire == WireFormatLite::WIRETYPE_VARINT &&
+        (number == v1::ArrayChunk::kIndexFieldNumber ||
+         number == v1::ArrayChunk::kOffsetFieldNumber)) {
+      if (!reader.ReadVarint(&value)) return std::nullopt;
+      if (number == v1::ArrayChunk::kIndexFieldNumber) {
+        chunk.index = static_cast<uint32_t>(value);
+      } else {
+        chunk.offset = value;
+      }
+      continue;
+    }
+    // Anything else but the data, last, is for the full parse.
+    uint64_t length = 0;
+    if (wire != WireFormatLite::WIRETYPE_LENGTH_DELIMITED ||
+        number != v1::ArrayChunk::kDataFieldNumber ||
+        !reader.ReadVarint(&length) || length != reader.remaining()) {
+      return std::nullopt;
+    }
+    // Views into the slices themselves (a small slice keeps its bytes
+    // inline, in the grpc::Slice the owner holds).
+    const size_t begin = reader.position();
+    size_t base = 0;
+    for (const grpc::Slice& s : *slices) {
+      const size_t lo = std::max(begin, base);
+      const size_t hi = base + s.size();
+      if (lo < hi) {
+        chunk.pieces.emplace_back(
+            reinterpret_cast<const char*>(s.begin()) + (lo - base), hi - lo);
+      }
+      base = hi;
+    }
+    break;
+  }
+  chunk.owner = std::move(slices);
+  return chunk;
+}
 
 grpc::ByteBuffer EncodeChunkMessage(uint32_t chunk_field,
                                     const LentChunk& chunk) {

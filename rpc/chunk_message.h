@@ -16,6 +16,7 @@
 #include <grpcpp/support/sync_stream.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "wire/chunking.h"
 
@@ -70,6 +71,28 @@ bool WriteMessage(RawWriter* stream, const Message& message, bool last) {
 // Writes the chunk message (EncodeChunkMessage) the same way.
 bool WriteChunkMessage(RawWriter* stream, uint32_t chunk_field,
                        const LentChunk& chunk, bool last);
+
+// The chunk of a chunk message, its bytes left in `buffer`'s slices (which
+// the chunk's owner holds): for a message whose only field is
+// `chunk_field`, an ArrayChunk with its `data` last, as protobuf writes
+// one. nullopt for any other message, which the caller parses whole.
+std::optional<ReceivedChunk> DecodeChunkMessage(const grpc::ByteBuffer& buffer,
+                                                uint32_t chunk_field);
+
+// ReadMessage for a reader that takes chunks without a copy: a chunk
+// message (DecodeChunkMessage) comes as `*chunk`, any other message in
+// `message` (and `*chunk` is reset).
+template <typename Message>
+bool ReadChunked(RawReader* stream, uint32_t chunk_field, Message* message,
+                 std::optional<ReceivedChunk>* chunk, bool* malformed) {
+  grpc::ByteBuffer buffer;
+  if (!stream->Read(&buffer)) return false;
+  *chunk = DecodeChunkMessage(buffer, chunk_field);
+  if (chunk->has_value()) return true;
+  if (DecodeMessage(&buffer, message)) return true;
+  *malformed = true;
+  return false;
+}
 
 }  // namespace shardmap
 

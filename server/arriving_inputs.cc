@@ -59,10 +59,10 @@ absl::Status ArrivingInputs::Receive(JobStream* stream, uint64_t* data_hash) {
     });
   }
   ChunkSequencer sequencer(std::move(sizes), std::move(sinks), "argument");
-  absl::Status s = ReadArgumentChunks(
-      stream, data_hash, [&sequencer](const v1::ArrayChunk& chunk) {
-        return sequencer.Accept(chunk);
-      });
+  absl::Status s = ReadArgumentChunks(stream, data_hash,
+                                      [&sequencer](const ReceivedChunk& chunk) {
+                                        return sequencer.Accept(chunk);
+                                      });
   if (s.ok()) s = sequencer.Finish();
   if (!s.ok() && stream->cancelled()) {
     s = absl::CancelledError(

@@ -29,6 +29,16 @@ class JobStreamAdapter final : public JobStream {
     if (malformed) context_->TryCancel();
     return false;
   }
+  bool ReadChunked(v1::RunJobRequest* request,
+                   std::optional<ReceivedChunk>* chunk) override {
+    bool malformed = false;
+    if (shardmap::ReadChunked(stream_, v1::RunJobRequest::kChunkFieldNumber,
+                              request, chunk, &malformed)) {
+      return true;
+    }
+    if (malformed) context_->TryCancel();
+    return false;
+  }
   bool Write(const v1::RunJobResponse& response) override {
     return WriteMessage(stream_, response, false);
   }

@@ -60,6 +60,17 @@ class GrpcShardChannel final : public ShardChannel {
     if (malformed_) context_.TryCancel();
     return false;
   }
+  bool ReadChunked(v1::ShardResponse* response,
+                   std::optional<ReceivedChunk>* chunk) override {
+    chunk->reset();
+    if (stream_ && shardmap::ReadChunked(stream_.get(),
+                                         v1::ShardResponse::kChunkFieldNumber,
+                                         response, chunk, &malformed_)) {
+      return true;
+    }
+    if (malformed_) context_.TryCancel();
+    return false;
+  }
   absl::Status Finish() override {
     if (!stream_) return absl::CancelledError("the call never started");
     absl::Status s = FromGrpcStatus(stream_->Finish());

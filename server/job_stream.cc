@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/hash/hash.h"
+#include "core/digest.h"
 #include "core/status_util.h"
 #include "wire/chunking.h"
 #include "wire/tail_writer.h"
@@ -10,22 +11,30 @@
 namespace shardmap {
 
 uint64_t ChunkHash(uint64_t hash, const v1::ArrayChunk& chunk) {
-  return absl::HashOf(hash, chunk.index(), chunk.offset(),
-                      absl::string_view(chunk.data()));
+  ReceivedChunk view;  // the message keeps the bytes
+  view.index = chunk.index();
+  view.offset = chunk.offset();
+  view.pieces.emplace_back(chunk.data());
+  return ChunkHash(hash, view);
+}
+
+uint64_t ChunkHash(uint64_t hash, const ReceivedChunk& chunk) {
+  // Over the bytes as one run, however they are cut into pieces.
+  return DigestPieces(absl::HashOf(hash, chunk.index, chunk.offset),
+                      chunk.pieces);
 }
 
 absl::Status ReadArgumentChunks(
     JobStream* stream, uint64_t* data_hash,
-    const std::function<absl::Status(const v1::ArrayChunk&)>& accept) {
+    const std::function<absl::Status(const ReceivedChunk&)>& accept) {
   v1::RunJobRequest request;
-  while (stream->Read(&request)) {
-    if (!request.has_chunk()) {
+  std::optional<ReceivedChunk> chunk;
+  while (stream->ReadChunked(&request, &chunk)) {
+    if (!chunk.has_value()) {
       return absl::InvalidArgumentError("a RunJob stream carries one JobSpec");
     }
-    if (data_hash != nullptr) {
-      *data_hash = ChunkHash(*data_hash, request.chunk());
-    }
-    if (accept) SHARD_RETURN_IF_ERROR(accept(request.chunk()));
+    if (data_hash != nullptr) *data_hash = ChunkHash(*data_hash, *chunk);
+    if (accept) SHARD_RETURN_IF_ERROR(accept(*chunk));
   }
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <variant>
 #include <vector>
 
@@ -27,6 +28,17 @@ class JobStream {
   virtual ~JobStream() = default;
   // False at the end of the client's messages, or when the call broke.
   virtual bool Read(v1::RunJobRequest* request) = 0;
+  // Read for a reader that takes chunks without a copy: a chunk comes as
+  // `*chunk`, any other message in `request` (and `*chunk` is reset). The
+  // gRPC stream leaves a chunk's bytes where they arrived; this one moves
+  // them out of the parsed message.
+  virtual bool ReadChunked(v1::RunJobRequest* request,
+                           std::optional<ReceivedChunk>* chunk) {
+    chunk->reset();
+    if (!Read(request)) return false;
+    TakeChunk(request, chunk);
+    return true;
+  }
   // False when the call broke (the client went away).
   virtual bool Write(const v1::RunJobResponse& response) = 0;
   // Write of the call's last response: it may be held back and leave with
@@ -48,8 +60,10 @@ class JobStream {
 };
 
 // Folds one argument chunk into the hash of a job's data: a retry under
-// the same call_id must send the same data.
+// the same call_id must send the same data. The same for a chunk in any
+// number of pieces.
 uint64_t ChunkHash(uint64_t hash, const v1::ArrayChunk& chunk);
+uint64_t ChunkHash(uint64_t hash, const ReceivedChunk& chunk);
 
 // Reads the argument chunks that follow a RunJob's JobSpec, to the end of
 // the stream: each is folded into `data_hash` (if not null) and handed to
@@ -57,7 +71,7 @@ uint64_t ChunkHash(uint64_t hash, const v1::ArrayChunk& chunk);
 // for a second JobSpec.
 absl::Status ReadArgumentChunks(
     JobStream* stream, uint64_t* data_hash,
-    const std::function<absl::Status(const v1::ArrayChunk&)>& accept);
+    const std::function<absl::Status(const ReceivedChunk&)>& accept);
 
 // Writes a job's answer to its client: the result, then the chunks of its
 // returned outputs, output by output, each in order. The last message is

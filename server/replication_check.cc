@@ -8,12 +8,18 @@
 namespace shardmap {
 namespace {
 
+// The spec whose replicated axes hold copies of a value (an unsplit
+// value is one copy per device).
+PartitionSpec CopiesSpec(const PartitionSpec& spec) {
+  return spec.unsplit() ? PartitionSpec() : spec;
+}
+
 // The first divergence of the digests `pick` selects, under `spec`.
 std::optional<Divergence> Diverges(
     const JobPlan& plan, const PartitionSpec& spec,
     const std::vector<const DeviceDigests*>& devices,
     const std::function<uint64_t(const DeviceDigests&)>& pick) {
-  const PartitionSpec s = spec.unsplit() ? PartitionSpec() : spec;
+  const PartitionSpec s = CopiesSpec(spec);
   if (ReplicatedAxes(plan.mesh, s).empty()) return std::nullopt;
   std::vector<uint64_t> digests;
   digests.reserve(devices.size());
@@ -46,6 +52,11 @@ absl::Status DivergentWrite(const std::string& what, const PartitionSpec& spec,
 }
 
 }  // namespace
+
+bool ComparesOutput(const JobPlan& plan, size_t o) {
+  if (plan.StoredAs(o).empty() && !plan.check_rep) return false;
+  return !ReplicatedAxes(plan.mesh, CopiesSpec(plan.out_specs[o])).empty();
+}
 
 absl::Status CheckReplication(
     const JobPlan& plan, const std::vector<const DeviceDigests*>& devices,
@@ -96,8 +107,8 @@ absl::Status CheckReplication(
     }
   }
   for (size_t o = 0; o < plan.out_specs.size(); ++o) {
+    if (!ComparesOutput(plan, o)) continue;
     const std::string& stored = plan.StoredAs(o);
-    if (stored.empty() && !plan.check_rep) continue;
     auto v = Diverges(plan, plan.out_specs[o], devices,
                       [o](const DeviceDigests& d) { return d.outputs[o]; });
     if (!v.has_value()) continue;

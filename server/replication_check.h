@@ -41,6 +41,11 @@ struct DeviceDigests {
 absl::StatusOr<DeviceDigests> DigestsFromProto(const JobPlan& plan,
                                                const v1::ShardOutputs& got);
 
+// Whether CheckReplication compares the copies of output `o` (so the
+// devices must send its digest): a mesh axis replicates it, and it is
+// stored or check_rep is on.
+bool ComparesOutput(const JobPlan& plan, size_t o);
+
 // `devices` has one entry per device of plan.mesh, by device id, each with
 // the sizes above. `describe_device` names a device in messages (default:
 // "device D (mesh coordinates C)").

@@ -10,6 +10,7 @@
 #include "core/block_math.h"
 #include "core/status_util.h"
 #include "server/donation.h"
+#include "server/replication_check.h"
 #include "wire/chunking.h"
 #include "wire/proto_convert.h"
 #include "wire/tail_writer.h"
@@ -69,6 +70,7 @@ v1::ShardRequest JobRequest(const std::string& job_id, const JobPlan& plan,
   for (int o = 0; o < static_cast<int>(plan.out_specs.size()); ++o) {
     job->add_send_outputs(plan.StoredAs(o).empty() &&
                           plan.IsOutputRepresentative(o, d));
+    job->add_skip_output_digests(!ComparesOutput(plan, o));
   }
   for (const ArgPlan& a : plan.args) {
     v1::ResidentSource* src = job->add_resident_args();
@@ -248,10 +250,11 @@ absl::StatusOr<DeviceResult> ReceiveOutputs(const JobPlan& plan, int64_t d,
     return Abandon(ch, s);
   }
   v1::ShardResponse response;
-  while (!sequencer.done() && ch.Read(&response)) {
+  std::optional<ReceivedChunk> chunk;
+  while (!sequencer.done() && ch.ReadChunked(&response, &chunk)) {
     absl::Status s =
-        response.has_chunk()
-            ? sequencer.Accept(response.chunk())
+        chunk.has_value()
+            ? sequencer.Accept(*chunk)
             : absl::InternalError("unexpected message after outputs");
     if (!s.ok()) return Abandon(ch, s);
   }

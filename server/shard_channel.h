@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -38,6 +39,17 @@ class ShardChannel {
   }
   // False at the end of the stream or when it broke.
   virtual bool Read(v1::ShardResponse* response) = 0;
+  // Read for a reader that takes chunks without a copy: a chunk comes as
+  // `*chunk`, any other message in `response` (and `*chunk` is reset). The
+  // gRPC stream leaves a chunk's bytes where they arrived; this one moves
+  // them out of the parsed message.
+  virtual bool ReadChunked(v1::ShardResponse* response,
+                           std::optional<ReceivedChunk>* chunk) {
+    chunk->reset();
+    if (!Read(response)) return false;
+    TakeChunk(response, chunk);
+    return true;
+  }
   // The stream's final status. Call once, after Read returned false.
   virtual absl::Status Finish() = 0;
   virtual void Cancel() = 0;

@@ -37,6 +37,22 @@ LentChunk LentChunk::Own(v1::ArrayChunk&& chunk) {
   return own;
 }
 
+ReceivedChunk ReceivedChunk::Own(v1::ArrayChunk&& chunk) {
+  auto bytes = std::make_shared<std::string>(std::move(*chunk.mutable_data()));
+  ReceivedChunk own;
+  own.index = chunk.index();
+  own.offset = chunk.offset();
+  if (!bytes->empty()) own.pieces.emplace_back(*bytes);
+  own.owner = std::move(bytes);
+  return own;
+}
+
+size_t ReceivedChunk::size() const {
+  size_t size = 0;
+  for (absl::string_view piece : pieces) size += piece.size();
+  return size;
+}
+
 v1::ArrayChunk LentChunk::Copy() const {
   v1::ArrayChunk chunk;
   chunk.set_index(index);
@@ -120,24 +136,34 @@ absl::Status ChunkSequencer::AcceptAll(
 }
 
 absl::Status ChunkSequencer::Accept(const v1::ArrayChunk& chunk) {
-  if (chunk.index() >= sizes_.size()) {
+  ReceivedChunk view;  // the message keeps the bytes
+  view.index = chunk.index();
+  view.offset = chunk.offset();
+  if (!chunk.data().empty()) view.pieces.emplace_back(chunk.data());
+  return Accept(view);
+}
+
+absl::Status ChunkSequencer::Accept(const ReceivedChunk& chunk) {
+  if (chunk.index >= sizes_.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("chunk for ", what_, " ", chunk.index(),
-                     ", but there are ", sizes_.size(), " ", what_, "s"));
+        absl::StrCat("chunk for ", what_, " ", chunk.index, ", but there are ",
+                     sizes_.size(), " ", what_, "s"));
   }
-  if (chunk.index() != current_ || chunk.offset() != received_) {
+  if (chunk.index != current_ || chunk.offset != received_) {
     return absl::InvalidArgumentError(
-        absl::StrCat("chunk out of order: got ", what_, " ", chunk.index(),
-                     " at offset ", chunk.offset(), ", expected ", what_, " ",
+        absl::StrCat("chunk out of order: got ", what_, " ", chunk.index,
+                     " at offset ", chunk.offset, ", expected ", what_, " ",
                      current_, " at offset ", received_));
   }
   const size_t size = sizes_[current_];
-  if (chunk.data().size() > size - received_) {
+  if (chunk.size() > size - received_) {
     return absl::InvalidArgumentError(absl::StrCat(
         what_, " ", current_, " has ", size, " bytes, but chunks carry more"));
   }
-  sinks_[current_](received_, chunk.data());
-  received_ += chunk.data().size();
+  for (absl::string_view piece : chunk.pieces) {
+    sinks_[current_](received_, piece);
+    received_ += piece.size();
+  }
   if (received_ == size) {
     ++current_;
     received_ = 0;

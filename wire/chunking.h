@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -50,6 +52,30 @@ struct LentChunk {
   // The chunk as a message of its own, its bytes copied.
   v1::ArrayChunk Copy() const;
 };
+
+// A received chunk whose bytes are left where they arrived (pieces of the
+// received message, rpc/chunk_message.h) instead of being copied into one
+// string; `owner` keeps them alive.
+struct ReceivedChunk {
+  uint32_t index = 0;
+  uint64_t offset = 0;
+  std::vector<absl::string_view> pieces;  // the bytes, in order
+  std::shared_ptr<const void> owner;
+
+  // A message's chunk, its bytes moved, not copied.
+  static ReceivedChunk Own(v1::ArrayChunk&& chunk);
+  size_t size() const;
+};
+
+// The chunk of a parsed message that has one (a `chunk` field), into
+// `*chunk`, its bytes moved, not copied; `*chunk` is reset otherwise.
+template <typename Message>
+void TakeChunk(Message* message, std::optional<ReceivedChunk>* chunk) {
+  chunk->reset();
+  if (!message->has_chunk()) return;
+  *chunk = ReceivedChunk::Own(std::move(*message->mutable_chunk()));
+  message->clear_chunk();
+}
 
 // Produces the chunks of array `index` of `total` bytes. `fill(offset,
 // length, dst)` copies the array's bytes [offset, offset+length) to dst;
@@ -101,6 +127,8 @@ class ChunkSequencer {
   // INVALID_ARGUMENT for a chunk out of order, for an unknown array, or
   // past the end of its array.
   absl::Status Accept(const v1::ArrayChunk& chunk);
+  // The same for a chunk left in pieces: each goes to the sink in turn.
+  absl::Status Accept(const ReceivedChunk& chunk);
   // Accept for each of a header message's chunks, in order; the first
   // error.
   absl::Status AcceptAll(

@@ -150,6 +150,23 @@ TEST(ArrivingInputsTest, HashesTheChunksItReceives) {
   EXPECT_NE(hashes[0], hashes[1]);
 }
 
+// The hash is over a chunk's bytes however they arrived: in one string, or
+// in the pieces of the received message (a retry may arrive cut otherwise).
+TEST(ArrivingInputsTest, AChunksHashIgnoresHowItIsCut) {
+  v1::ArrayChunk whole;
+  whole.set_index(1);
+  whole.set_offset(64);
+  whole.set_data("some argument bytes");
+  const absl::string_view data = whole.data();
+  ReceivedChunk pieces;
+  pieces.index = 1;
+  pieces.offset = 64;
+  pieces.pieces = {data.substr(0, 4), data.substr(4, 1), data.substr(5)};
+  EXPECT_EQ(ChunkHash(9, whole), ChunkHash(9, pieces));
+  pieces.offset = 65;
+  EXPECT_NE(ChunkHash(9, whole), ChunkHash(9, pieces));
+}
+
 // A client that goes away midway is CANCELLED, not a malformed upload.
 TEST(ArrivingInputsTest, AClientThatWentAwayIsCancelled) {
   Upload upload;

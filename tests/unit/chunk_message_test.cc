@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,102 @@ TEST(ChunkMessageTest, MessagesRoundTrip) {
   grpc::Slice junk(std::string("\xff\xff\xff", 3));
   grpc::ByteBuffer bad(&junk, 1);
   EXPECT_FALSE(DecodeMessage(&bad, &back));
+}
+
+std::string Joined(const ReceivedChunk& chunk) {
+  std::string all;
+  for (absl::string_view piece : chunk.pieces) {
+    all.append(piece.data(), piece.size());
+  }
+  return all;
+}
+
+// A buffer over `bytes` cut into slices of `cut` bytes, as gRPC hands a
+// received message over.
+grpc::ByteBuffer Received(const std::string& bytes, size_t cut) {
+  std::vector<grpc::Slice> slices;
+  for (size_t at = 0; at < bytes.size(); at += cut) {
+    slices.emplace_back(bytes.substr(at, cut));
+  }
+  return grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+// Received chunks stay in the buffer's slices, whoever wrote them: the
+// encoder above, or protobuf itself (the Python client), and however the
+// message is cut.
+TEST(ChunkMessageTest, DecodesAChunkWithoutCopyingIt) {
+  auto bytes = std::make_shared<std::vector<uint8_t>>(300000);
+  for (size_t i = 0; i < bytes->size(); ++i) (*bytes)[i] = (i * 13 + 1) % 256;
+  const LentChunk lent = ChunkOver(*bytes, 7, 1 << 20, bytes);
+  const std::string want(bytes->begin(), bytes->end());
+
+  const grpc::ByteBuffer encoded =
+      EncodeChunkMessage(v1::RunJobRequest::kChunkFieldNumber, lent);
+  std::optional<ReceivedChunk> got =
+      DecodeChunkMessage(encoded, v1::RunJobRequest::kChunkFieldNumber);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->index, 7u);
+  EXPECT_EQ(got->offset, uint64_t{1} << 20);
+  ASSERT_FALSE(got->pieces.empty());
+  EXPECT_EQ(reinterpret_cast<const uint8_t*>(got->pieces[0].data()),
+            bytes->data());  // the very bytes lent: nothing copied
+  EXPECT_EQ(Joined(*got), want);
+
+  v1::RunJobRequest request;
+  *request.mutable_chunk() = lent.Copy();
+  for (size_t cut : {size_t{1}, size_t{5}, size_t{4096}, size_t{1} << 30}) {
+    const grpc::ByteBuffer buffer = Received(request.SerializeAsString(), cut);
+    got = DecodeChunkMessage(buffer, v1::RunJobRequest::kChunkFieldNumber);
+    ASSERT_TRUE(got.has_value()) << cut;
+    EXPECT_EQ(got->index, 7u);
+    EXPECT_EQ(Joined(*got), want) << cut;
+    EXPECT_EQ(got->size(), want.size());
+  }
+  // The chunk keeps its slices after the buffer is gone.
+  {
+    const grpc::ByteBuffer buffer = Received(request.SerializeAsString(), 999);
+    got = DecodeChunkMessage(buffer, v1::RunJobRequest::kChunkFieldNumber);
+  }
+  EXPECT_EQ(Joined(*got), want);
+}
+
+// Anything but a lone chunk with its data last is left to a full parse.
+TEST(ChunkMessageTest, LeavesOtherMessagesToTheParser) {
+  v1::RunJobRequest spec;
+  spec.mutable_spec()->set_function("identity");
+  const grpc::ByteBuffer other = Received(spec.SerializeAsString(), 1 << 20);
+  EXPECT_FALSE(DecodeChunkMessage(other, v1::RunJobRequest::kChunkFieldNumber));
+
+  // The chunk under another field number than the one asked for.
+  v1::RunJobRequest chunk;
+  chunk.mutable_chunk()->set_index(1);
+  chunk.mutable_chunk()->set_data("abc");
+  const std::string wire = chunk.SerializeAsString();
+  EXPECT_FALSE(DecodeChunkMessage(Received(wire, 1 << 20), 5));
+
+  // The data before the index (legal protobuf, written by no one we know).
+  v1::ArrayChunk data_only;
+  data_only.set_data("abc");
+  v1::ArrayChunk index_only;
+  index_only.set_index(4);
+  const std::string inner =
+      data_only.SerializeAsString() + index_only.SerializeAsString();
+  v1::RunJobRequest outer;
+  ASSERT_TRUE(outer.mutable_chunk()->ParseFromString(inner));
+  std::string reordered;
+  reordered.push_back(
+      static_cast<char>((v1::RunJobRequest::kChunkFieldNumber << 3) | 2));
+  reordered.push_back(static_cast<char>(inner.size()));
+  reordered += inner;
+  EXPECT_FALSE(DecodeChunkMessage(Received(reordered, 1 << 20),
+                                  v1::RunJobRequest::kChunkFieldNumber));
+  v1::RunJobRequest parsed;  // which the parser reads as protobuf says
+  ASSERT_TRUE(parsed.ParseFromString(reordered));
+  EXPECT_EQ(parsed.chunk().index(), 4u);
+
+  // Cut short.
+  EXPECT_FALSE(DecodeChunkMessage(Received(wire.substr(0, wire.size() - 1), 1),
+                                  v1::RunJobRequest::kChunkFieldNumber));
 }
 
 TEST(RawMethodTest, FindsMethodsInTheProtosOrder) {

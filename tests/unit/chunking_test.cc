@@ -149,6 +149,29 @@ TEST(ChunkingTest, LentChunksCopyAndOwn) {
   EXPECT_NE(own.owner, nullptr);
 }
 
+// A chunk in pieces is placed piece by piece, as if it were one.
+TEST(ChunkingTest, SequencerTakesChunksInPieces) {
+  std::vector<Tensor> arrays;
+  arrays.emplace_back(DType::kInt32, Shape{3});  // 12 bytes
+  ChunkSequencer sequencer = ChunkSequencer::ForTensors(arrays, "output");
+  const std::string bytes = "0123456789ab";
+  ReceivedChunk first;
+  first.pieces = {absl::string_view(bytes).substr(0, 3),
+                  absl::string_view(bytes).substr(3, 1)};
+  ASSERT_TRUE(sequencer.Accept(first).ok());
+  ReceivedChunk rest;
+  rest.offset = 4;
+  rest.pieces = {absl::string_view(bytes).substr(4, 8)};
+  ASSERT_TRUE(sequencer.Accept(rest).ok());
+  EXPECT_TRUE(sequencer.done());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(arrays[0].data()), 12),
+            bytes);
+  ReceivedChunk more;
+  more.offset = 12;
+  more.pieces = {"x"};
+  EXPECT_FALSE(sequencer.Accept(more).ok());
+}
+
 TEST(ChunkingTest, ExactMultipleHasNoEmptyTail) {
   Tensor t(DType::kFloat64, {kMiB / 8 * 2});  // exactly 2 MiB
   const std::vector<v1::ArrayChunk> chunks = Collect(0, t);

@@ -148,6 +148,31 @@ TEST_F(ReplicationCheckTest, ReturnedOutputsAreCheckedOnlyWithCheckRep) {
   EXPECT_TRUE(Check(plan, d).ok());
 }
 
+// The outputs whose digests the devices must send are exactly those whose
+// copies the check compares: a digest left out (0) never fails the check.
+TEST_F(ReplicationCheckTest, ComparesOutputIsWhatTheCheckLooksAt) {
+  v1::JobSpec stored = Job("identity", "P()");
+  stored.add_resident_outputs("D");
+  JobPlan unchecked = Plan(Job("identity", "P()"));
+  unchecked.check_rep = false;
+  const struct {
+    const char* what;
+    JobPlan plan;
+    bool compared;
+  } cases[] = {
+      {"sharded over every axis", Plan(Job("identity", "P('x')")), false},
+      {"replicated, returned", Plan(Job("identity", "P()")), true},
+      {"replicated, stored", Plan(stored), true},
+      {"replicated, returned, check_rep off", unchecked, false},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(ComparesOutput(c.plan, 0), c.compared) << c.what;
+    std::vector<DeviceDigests> d = Agreeing(c.plan);
+    d[1].outputs[0] = 0;  // left out
+    EXPECT_EQ(Check(c.plan, d).ok(), !c.compared) << c.what;
+  }
+}
+
 TEST_F(ReplicationCheckTest, DivergentReadOfAStoredArrayIsDataLoss) {
   // A get: identity of S in its own layout.
   const JobPlan plan = Plan(Job("identity", "P()", /*resident_arg=*/true));

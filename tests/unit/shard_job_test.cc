@@ -71,6 +71,24 @@ TEST_F(ShardJobTest, AnOutputNotAskedForGoesAsItsHeaderOnly) {
   EXPECT_EQ(written[0].outputs().outputs(0).shape(0), 2);
 }
 
+// An output whose copies the coordinator will not compare is not hashed.
+TEST_F(ShardJobTest, HashesOnlyTheOutputsTheCoordinatorCompares) {
+  const std::vector<float> x = {1, 2, 3};
+  for (const bool skip : {false, true}) {
+    FakeShardStream stream;
+    v1::ShardJob header = Header("job-1", skip ? 1 : 0, x);
+    header.add_skip_output_digests(skip);
+    Send(stream, header, x);
+    ASSERT_TRUE(RunJob(stream).ok());
+    const std::vector<v1::ShardResponse> written = stream.written();
+    ASSERT_FALSE(written.empty());
+    ASSERT_EQ(written[0].outputs().digests_size(), 1);
+    EXPECT_EQ(written[0].outputs().digests(0),
+              skip ? 0 : Digest(Floats(PlusOne(x))))
+        << "skip " << skip;
+  }
+}
+
 TEST_F(ShardJobTest, AJobWaitsForTheTicketBeforeIt) {
   // Ticket 1 arrives first and must wait until ticket 0 has run.
   FakeShardStream second;
