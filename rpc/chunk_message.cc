@@ -35,10 +35,15 @@ void ReleaseOwner(void* owner) {
   delete static_cast<std::shared_ptr<const void>*>(owner);
 }
 
-// The chunk's bytes as a slice: lent when an owner keeps them alive, else
-// copied.
+// Chunks smaller than this are copied even when they could be lent: a
+// loan costs a release callback on gRPC's thread, and a caller waiting for
+// it (the C++ client) a thread hop, which a small copy does not.
+constexpr size_t kLendMinBytes = kInlineChunkBytes;
+
+// The chunk's bytes as a slice: lent when an owner keeps them alive and
+// they are not small, else copied.
 grpc::Slice BytesSlice(const LentChunk& chunk) {
-  if (chunk.owner == nullptr) {
+  if (chunk.owner == nullptr || chunk.bytes.size() < kLendMinBytes) {
     return grpc::Slice(chunk.bytes.data(), chunk.bytes.size());
   }
   // gRPC never writes through a slice it sends.

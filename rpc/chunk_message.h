@@ -22,7 +22,9 @@
 
 namespace shardmap {
 
-// The serialized wrapper message whose field `chunk_field` holds `chunk`.
+// The serialized wrapper message whose field `chunk_field` holds `chunk`:
+// its bytes lent, or copied when it has no owner or is small (under
+// kInlineChunkBytes).
 grpc::ByteBuffer EncodeChunkMessage(uint32_t chunk_field,
                                     const LentChunk& chunk);
 

@@ -107,11 +107,12 @@ absl::Status ReceiveCall(ShardStream& stream, uint64_t max_job_bytes,
   SHARD_RETURN_IF_ERROR(sequencer.AcceptAll(inline_chunks));
   // Stop at the last byte rather than at the coordinator's half-close: a
   // two-phase job's stream stays open for the commit decision.
-  while (!sequencer.done() && stream.Read(&request)) {
-    if (!request.has_chunk()) {
+  std::optional<ReceivedChunk> chunk;
+  while (!sequencer.done() && stream.ReadChunked(&request, &chunk)) {
+    if (!chunk.has_value()) {
       return absl::InvalidArgumentError("a second ShardJob in one stream");
     }
-    SHARD_RETURN_IF_ERROR(sequencer.Accept(request.chunk()));
+    SHARD_RETURN_IF_ERROR(sequencer.Accept(*chunk));
   }
   return sequencer.Finish();
 }

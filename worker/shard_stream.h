@@ -5,6 +5,8 @@
 #ifndef SHARDMAP_WORKER_SHARD_STREAM_H_
 #define SHARDMAP_WORKER_SHARD_STREAM_H_
 
+#include <optional>
+
 #include "shardmap/v1/worker.pb.h"
 #include "wire/chunking.h"
 
@@ -18,6 +20,17 @@ class ShardStream {
   // The next request; false once the coordinator has closed its side or
   // the call has ended.
   virtual bool Read(v1::ShardRequest* request) = 0;
+  // Read for a reader that takes chunks without a copy: a chunk comes as
+  // `*chunk`, any other request in `request` (and `*chunk` is reset). The
+  // RunShard stream leaves a chunk's bytes where they arrived; this one
+  // moves them out of the parsed message.
+  virtual bool ReadChunked(v1::ShardRequest* request,
+                           std::optional<ReceivedChunk>* chunk) {
+    chunk->reset();
+    if (!Read(request)) return false;
+    TakeChunk(request, chunk);
+    return true;
+  }
   // False if the coordinator is gone.
   virtual bool Write(const v1::ShardResponse& response) = 0;
   // Write of the call's last response: it may be held back and leave with

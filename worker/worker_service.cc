@@ -27,6 +27,16 @@ class GrpcShardStream final : public ShardStream {
     if (malformed) context_->TryCancel();
     return false;
   }
+  bool ReadChunked(v1::ShardRequest* request,
+                   std::optional<ReceivedChunk>* chunk) override {
+    bool malformed = false;
+    if (shardmap::ReadChunked(stream_, v1::ShardRequest::kChunkFieldNumber,
+                              request, chunk, &malformed)) {
+      return true;
+    }
+    if (malformed) context_->TryCancel();
+    return false;
+  }
   bool Write(const v1::ShardResponse& response) override {
     return WriteMessage(stream_, response, false);
   }

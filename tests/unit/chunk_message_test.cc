@@ -78,7 +78,7 @@ TEST(ChunkMessageTest, IndexAndOffsetZeroAndNoBytes) {
 // The buffer refers to the lent bytes and holds their owner until gRPC (or
 // here, the last copy of the buffer) lets go.
 TEST(ChunkMessageTest, HoldsTheOwnerAsLongAsTheBuffer) {
-  auto bytes = std::make_shared<std::vector<uint8_t>>(4096, 9);
+  auto bytes = std::make_shared<std::vector<uint8_t>>(kInlineChunkBytes, 9);
   const std::weak_ptr<std::vector<uint8_t>> alive = bytes;
   auto buffer = std::make_unique<grpc::ByteBuffer>(EncodeChunkMessage(
       v1::ShardRequest::kChunkFieldNumber, ChunkOver(*bytes, 1, 0, bytes)));
@@ -94,13 +94,23 @@ TEST(ChunkMessageTest, HoldsTheOwnerAsLongAsTheBuffer) {
 }
 
 // Without an owner the bytes are copied: the caller may reuse them at once.
-TEST(ChunkMessageTest, CopiesBytesWithoutAnOwner) {
-  std::vector<uint8_t> bytes(100, 1);
+// So are small ones, which are cheaper to copy than to lend.
+TEST(ChunkMessageTest, CopiesBytesWithoutAnOwnerOrSmall) {
+  std::vector<uint8_t> bytes(kInlineChunkBytes, 1);
   const grpc::ByteBuffer buffer = EncodeChunkMessage(
       v1::ShardRequest::kChunkFieldNumber, ChunkOver(bytes, 0, 0, nullptr));
+  auto small = std::make_shared<std::vector<uint8_t>>(100, 1);
+  const std::weak_ptr<std::vector<uint8_t>> alive = small;
+  const grpc::ByteBuffer small_buffer = EncodeChunkMessage(
+      v1::ShardRequest::kChunkFieldNumber, ChunkOver(*small, 0, 0, small));
   std::fill(bytes.begin(), bytes.end(), 2);
+  std::fill(small->begin(), small->end(), 2);
+  small.reset();
+  EXPECT_TRUE(alive.expired());  // not held by the buffer
   v1::ShardRequest request;
   ASSERT_TRUE(request.ParseFromString(Flatten(buffer)));
+  EXPECT_EQ(request.chunk().data(), std::string(kInlineChunkBytes, '\1'));
+  ASSERT_TRUE(request.ParseFromString(Flatten(small_buffer)));
   EXPECT_EQ(request.chunk().data(), std::string(100, '\1'));
 }
 
