@@ -10,7 +10,6 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "core/error_reason.h"
 #include "core/status_util.h"
 #include "rpc/channel.h"
@@ -28,8 +27,6 @@ constexpr char kNotSafeToRetry[] = "type.shardmap.dev/not-safe-to-retry";
 // Jobs whose argument bytes are at most this are sent without a second
 // thread (well under gRPC's initial 64 KiB stream window).
 constexpr size_t kInlineJobBytes = 16 * 1024;
-// How long a finished call's lent argument bytes may take to be released.
-constexpr absl::Duration kLentReleaseWait = absl::Seconds(10);
 
 // A failure after which a state-changing call may or may not have been
 // applied: the connection or the deadline ended it, not the coordinator's
@@ -158,20 +155,12 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
   // the call's headers and its last with the half-close: it fits the stream's
   // flow-control window, so the writes never wait for the coordinator to read.
   const bool small = sent_bytes <= kInlineJobBytes;
-  // The call (which the context owns) ends before the lent chunks are
-  // waited for, below.
-  auto call = std::make_unique<grpc::ClientContext>();
-  grpc::ClientContext& context = *call;
+  grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(deadline));
   context.AddMetadata(kTraceparentKey, traceparent);
   if (small) context.set_initial_metadata_corked(true);
-  std::unique_ptr<RawBidiMethod::Stream> stream = run_job_->Call(&context);
-  // The arguments' chunks are lent to gRPC, not copied: the caller's
-  // tensors must outlive gRPC's hold on them, which ends when every
-  // reference to `lease` is gone (LentChunk).
-  absl::Notification released;
-  std::shared_ptr<void> lease(&released,
-                              [](absl::Notification* n) { n->Notify(); });
+  const std::unique_ptr<RawBidiMethod::Stream> stream =
+      run_job_->Call(&context);
   auto send = [&] {
     using Outgoing = std::variant<v1::RunJobRequest, LentChunk>;
     TailWriter<Outgoing> out([&](const Outgoing& message, bool last) {
@@ -186,9 +175,11 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
     if (!out.Push(std::move(request))) return;
     for (size_t i = 0; i < sent.size(); ++i) {
       if (sent[i] == nullptr) continue;
+      // Copied once, into gRPC's own slices (no owner to lend with): gRPC
+      // may hold a slice after the call ends, past the caller's tensors.
       const bool ok = LendBytesChunks(
           static_cast<uint32_t>(i), sent[i]->data(), sent[i]->num_bytes(),
-          lease,
+          nullptr,
           [&out](LentChunk&& chunk) { return out.Push(std::move(chunk)); });
       if (!ok) return;
     }
@@ -288,16 +279,6 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
   if (!status.ok()) context.TryCancel();
   if (sender.joinable()) sender.join();
   const absl::Status rpc = FromGrpcStatus(stream->Finish());
-  // Ending the call lets gRPC drop what it still holds of the lent chunks
-  // (unsent ones, when the call failed), at once; the wait is bounded all
-  // the same.
-  stream.reset();
-  call.reset();
-  lease.reset();
-  if (!released.WaitForNotificationWithTimeout(kLentReleaseWait)) {
-    return absl::InternalError(
-        "gRPC still held the job's argument bytes after the call ended");
-  }
   if (!rpc.ok()) return rpc;
   if (!status.ok()) return status;
   return result;

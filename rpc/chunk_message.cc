@@ -52,12 +52,18 @@ grpc::Slice BytesSlice(const LentChunk& chunk) {
                      new std::shared_ptr<const void>(chunk.owner));
 }
 
+// A tag protobuf accepts: a field number from 1 to 2^29-1.
+bool ValidTag(uint64_t tag) {
+  const uint64_t field = tag >> 3;
+  return field >= 1 && field <= (uint64_t{1} << 29) - 1;
+}
+
 // Reads a length-delimited field's header: its field number and that its
 // contents run to the end of the message.
 bool ReadLastField(SliceReader& reader, uint32_t* field) {
   uint64_t tag = 0;
   uint64_t length = 0;
-  if (!reader.ReadVarint(&tag) ||
+  if (!reader.ReadVarint(&tag) || !ValidTag(tag) ||
       (tag & 7) != WireFormatLite::WIRETYPE_LENGTH_DELIMITED ||
       !reader.ReadVarint(&length) || length != reader.remaining()) {
     return false;
@@ -82,7 +88,7 @@ std::optional<ReceivedChunk> DecodeChunkMessage(const grpc::ByteBuffer& buffer,
   while (reader.remaining() > 0) {
     uint64_t tag = 0;
     uint64_t value = 0;
-    if (!reader.ReadVarint(&tag)) return std::nullopt;
+    if (!reader.ReadVarint(&tag) || !ValidTag(tag)) return std::nullopt;
     const uint32_t number = static_cast<uint32_t>(tag >> 3);
     const uint32_t wire = static_cast<uint32_t>(tag & 7);
     if (wire == WireFormatLite::WIRETYPE_VARINT &&

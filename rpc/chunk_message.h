@@ -29,15 +29,14 @@ grpc::ByteBuffer EncodeChunkMessage(uint32_t chunk_field,
                                     const LentChunk& chunk);
 
 // `message` serialized, as gRPC serializes it.
+// False for a message protobuf cannot serialize (over 2 GiB, which no
+// channel would carry).
 template <typename Message>
-grpc::ByteBuffer EncodeMessage(const Message& message) {
-  grpc::ByteBuffer buffer;
+bool EncodeMessage(const Message& message, grpc::ByteBuffer* buffer) {
   bool own_buffer = false;
-  // Serializing a message in memory cannot fail but for one over 2 GiB,
-  // which no channel would carry: an empty buffer then fails the parse.
-  static_cast<void>(grpc::SerializationTraits<Message>::Serialize(
-      message, &buffer, &own_buffer));
-  return buffer;
+  return grpc::SerializationTraits<Message>::Serialize(message, buffer,
+                                                       &own_buffer)
+      .ok();
 }
 
 // Parses `buffer` (consumed) into `message`. False if it is not one.
@@ -51,8 +50,7 @@ using RawReader = grpc::internal::ReaderInterface<grpc::ByteBuffer>;
 using RawWriter = grpc::internal::WriterInterface<grpc::ByteBuffer>;
 
 // The stream's next message. False at the end of the stream, and for a
-// message that is not a `Message` (then `*malformed` is set: the caller
-// ends the call, as gRPC's typed streams do).
+// message that is not a `Message` (then `*malformed` is set).
 template <typename Message>
 bool ReadMessage(RawReader* stream, Message* message, bool* malformed) {
   grpc::ByteBuffer buffer;
@@ -63,11 +61,14 @@ bool ReadMessage(RawReader* stream, Message* message, bool* malformed) {
 }
 
 // Writes `message`, with the end of the stream (WriteLast) if `last`.
+// False if the stream broke (or the message cannot be serialized).
 template <typename Message>
 bool WriteMessage(RawWriter* stream, const Message& message, bool last) {
+  grpc::ByteBuffer buffer;
+  if (!EncodeMessage(message, &buffer)) return false;
   grpc::WriteOptions options;
   if (last) options.set_last_message();
-  return stream->Write(EncodeMessage(message), options);
+  return stream->Write(buffer, options);
 }
 
 // Writes the chunk message (EncodeChunkMessage) the same way.
@@ -82,8 +83,9 @@ std::optional<ReceivedChunk> DecodeChunkMessage(const grpc::ByteBuffer& buffer,
                                                 uint32_t chunk_field);
 
 // ReadMessage for a reader that takes chunks without a copy: a chunk
-// message (DecodeChunkMessage) comes as `*chunk`, any other message in
-// `message` (and `*chunk` is reset).
+// message comes as `*chunk` (without a copy when DecodeChunkMessage reads
+// it; a chunk in any other valid form is parsed, then moved there), any
+// other message in `message` (and `*chunk` is reset).
 template <typename Message>
 bool ReadChunked(RawReader* stream, uint32_t chunk_field, Message* message,
                  std::optional<ReceivedChunk>* chunk, bool* malformed) {
@@ -91,9 +93,12 @@ bool ReadChunked(RawReader* stream, uint32_t chunk_field, Message* message,
   if (!stream->Read(&buffer)) return false;
   *chunk = DecodeChunkMessage(buffer, chunk_field);
   if (chunk->has_value()) return true;
-  if (DecodeMessage(&buffer, message)) return true;
-  *malformed = true;
-  return false;
+  if (!DecodeMessage(&buffer, message)) {
+    *malformed = true;
+    return false;
+  }
+  TakeChunk(message, chunk);  // a chunk in another valid form
+  return true;
 }
 
 }  // namespace shardmap

@@ -35,7 +35,8 @@ class ArrivingInputs {
   ArrivingInputs(const ArrivingInputs&) = delete;
   ArrivingInputs& operator=(const ArrivingInputs&) = delete;
 
-  // The arrays, by argument. Bytes may be read only once Await said so.
+  // The arrays, by argument. Bytes may be read only once Await said so,
+  // and only before Release.
   const std::vector<Tensor>& arrays() const { return *arrays_; }
   // Keeps the arrays' bytes alive, for chunks lent from them (LentChunk):
   // they live until Release and the last owner are gone.

@@ -24,20 +24,16 @@ class JobStreamAdapter final : public JobStream {
   JobStreamAdapter(grpc::ServerContext* context, GrpcJobStream* stream)
       : context_(context), stream_(stream) {}
   bool Read(v1::RunJobRequest* request) override {
+    // A message that does not parse ends the reading, as it does on
+    // gRPC's typed streams.
     bool malformed = false;
-    if (ReadMessage(stream_, request, &malformed)) return true;
-    if (malformed) context_->TryCancel();
-    return false;
+    return ReadMessage(stream_, request, &malformed);
   }
   bool ReadChunked(v1::RunJobRequest* request,
                    std::optional<ReceivedChunk>* chunk) override {
     bool malformed = false;
-    if (shardmap::ReadChunked(stream_, v1::RunJobRequest::kChunkFieldNumber,
-                              request, chunk, &malformed)) {
-      return true;
-    }
-    if (malformed) context_->TryCancel();
-    return false;
+    return shardmap::ReadChunked(stream_, v1::RunJobRequest::kChunkFieldNumber,
+                                 request, chunk, &malformed);
   }
   bool Write(const v1::RunJobResponse& response) override {
     return WriteMessage(stream_, response, false);

@@ -199,6 +199,9 @@ std::optional<Tensor> OutputBuffers::Take(size_t o) {
   absl::MutexLock lock(&mu_);
   std::shared_ptr<Tensor> whole = std::move(outputs_[o].whole);
   if (whole == nullptr) return std::nullopt;
+  // Still lent (never, as the runner uses it): gRPC may read the bytes, so
+  // they are not handed over.
+  if (whole.use_count() > 1) return whole->Clone();
   return std::move(*whole);
 }
 

@@ -22,20 +22,16 @@ class GrpcShardStream final : public ShardStream {
       : context_(context), stream_(stream) {}
 
   bool Read(v1::ShardRequest* request) override {
+    // A message that does not parse ends the reading, as it does on
+    // gRPC's typed streams.
     bool malformed = false;
-    if (ReadMessage(stream_, request, &malformed)) return true;
-    if (malformed) context_->TryCancel();
-    return false;
+    return ReadMessage(stream_, request, &malformed);
   }
   bool ReadChunked(v1::ShardRequest* request,
                    std::optional<ReceivedChunk>* chunk) override {
     bool malformed = false;
-    if (shardmap::ReadChunked(stream_, v1::ShardRequest::kChunkFieldNumber,
-                              request, chunk, &malformed)) {
-      return true;
-    }
-    if (malformed) context_->TryCancel();
-    return false;
+    return shardmap::ReadChunked(stream_, v1::ShardRequest::kChunkFieldNumber,
+                                 request, chunk, &malformed);
   }
   bool Write(const v1::ShardResponse& response) override {
     return WriteMessage(stream_, response, false);
