@@ -114,6 +114,14 @@ TEST_F(JobRunnerTest, CopiesThatDifferFailCheckRepNamingOutputAxisDevices) {
                        {"identity output 0", "mesh axis 'x'",
                         "device 0 (mesh coordinates (0,), worker w0",
                         "device 1 (mesh coordinates (1,), worker w1"}));
+  // The copies are compared, so every device was asked for its digest.
+  for (int d = 0; d < 2; ++d) {
+    const std::vector<v1::ShardRequest> sent =
+        connector_.Sent(workers_[d].address);
+    ASSERT_FALSE(sent.empty());
+    ASSERT_EQ(sent[0].job().skip_output_digests_size(), 1);
+    EXPECT_FALSE(sent[0].job().skip_output_digests(0)) << d;
+  }
 }
 
 }  // namespace
