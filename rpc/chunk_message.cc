@@ -29,27 +29,37 @@ void AppendFieldHeader(uint32_t field, size_t length, std::string* out) {
   coded.WriteVarint64(length);
 }
 
+// Chunks smaller than this are copied even when they could be lent: a
+// loan costs a release callback on gRPC's thread, and a caller waiting for
+// it (the C++ client) a thread hop, which a small copy does not.
+constexpr size_t kLendMinBytes = kInlineChunkBytes;
+
 // What gRPC calls when it drops a lent slice: `owner` is the slice's own
 // reference to the chunk's owner.
 void ReleaseOwner(void* owner) {
   delete static_cast<std::shared_ptr<const void>*>(owner);
 }
 
-// Chunks smaller than this are copied even when they could be lent: a
-// loan costs a release callback on gRPC's thread, and a caller waiting for
-// it (the C++ client) a thread hop, which a small copy does not.
-constexpr size_t kLendMinBytes = kInlineChunkBytes;
-
-// The chunk's bytes as a slice: lent when an owner keeps them alive and
-// they are not small, else copied.
-grpc::Slice BytesSlice(const LentChunk& chunk) {
-  if (chunk.owner == nullptr || chunk.bytes.size() < kLendMinBytes) {
-    return grpc::Slice(chunk.bytes.data(), chunk.bytes.size());
+// The chunk's bytes as slices: each piece lent when an owner keeps it
+// alive and the chunk is not small, else all of them copied into one.
+std::vector<grpc::Slice> BytesSlices(const LentChunk& chunk) {
+  std::vector<grpc::Slice> slices;
+  if (chunk.owner == nullptr || chunk.size() < kLendMinBytes) {
+    std::string bytes;
+    bytes.reserve(chunk.size());
+    for (absl::string_view piece : chunk.pieces) {
+      bytes.append(piece.data(), piece.size());
+    }
+    slices.emplace_back(bytes);
+    return slices;
   }
-  // gRPC never writes through a slice it sends.
-  return grpc::Slice(const_cast<uint8_t*>(chunk.bytes.data()),
-                     chunk.bytes.size(), &ReleaseOwner,
-                     new std::shared_ptr<const void>(chunk.owner));
+  for (absl::string_view piece : chunk.pieces) {
+    // gRPC never writes through a slice it sends.
+    slices.emplace_back(const_cast<char*>(piece.data()), piece.size(),
+                        &ReleaseOwner,
+                        new std::shared_ptr<const void>(chunk.owner));
+  }
+  return slices;
 }
 
 // A tag protobuf accepts: a field number from 1 to 2^29-1.
@@ -130,23 +140,23 @@ std::optional<ReceivedChunk> DecodeChunkMessage(const grpc::ByteBuffer& buffer,
 
 grpc::ByteBuffer EncodeChunkMessage(uint32_t chunk_field,
                                     const LentChunk& chunk) {
+  const size_t size = chunk.size();
   v1::ArrayChunk fields;  // all but the bytes, which come last
   fields.set_index(chunk.index);
   fields.set_offset(chunk.offset);
   std::string inner = fields.SerializeAsString();
-  if (!chunk.bytes.empty()) {
-    AppendFieldHeader(v1::ArrayChunk::kDataFieldNumber, chunk.bytes.size(),
-                      &inner);
+  if (size > 0) {
+    AppendFieldHeader(v1::ArrayChunk::kDataFieldNumber, size, &inner);
   }
   std::string head;
-  AppendFieldHeader(chunk_field, inner.size() + chunk.bytes.size(), &head);
+  AppendFieldHeader(chunk_field, inner.size() + size, &head);
   head += inner;
-  if (chunk.bytes.empty()) {
-    grpc::Slice only(head);
-    return grpc::ByteBuffer(&only, 1);
+  std::vector<grpc::Slice> slices;
+  slices.emplace_back(head);
+  if (size > 0) {
+    for (grpc::Slice& s : BytesSlices(chunk)) slices.push_back(std::move(s));
   }
-  grpc::Slice slices[2] = {grpc::Slice(head), BytesSlice(chunk)};
-  return grpc::ByteBuffer(slices, 2);
+  return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
 bool WriteChunkMessage(RawWriter* stream, uint32_t chunk_field,

@@ -26,20 +26,9 @@ bool SendChunks(uint32_t index, size_t total,
   return true;
 }
 
-LentChunk LentChunk::Own(v1::ArrayChunk&& chunk) {
+ChunkView ChunkView::Own(v1::ArrayChunk&& chunk) {
   auto bytes = std::make_shared<std::string>(std::move(*chunk.mutable_data()));
-  LentChunk own;
-  own.index = chunk.index();
-  own.offset = chunk.offset();
-  own.bytes = absl::MakeConstSpan(
-      reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
-  own.owner = std::move(bytes);
-  return own;
-}
-
-ReceivedChunk ReceivedChunk::Own(v1::ArrayChunk&& chunk) {
-  auto bytes = std::make_shared<std::string>(std::move(*chunk.mutable_data()));
-  ReceivedChunk own;
+  ChunkView own;
   own.index = chunk.index();
   own.offset = chunk.offset();
   if (!bytes->empty()) own.pieces.emplace_back(*bytes);
@@ -47,18 +36,20 @@ ReceivedChunk ReceivedChunk::Own(v1::ArrayChunk&& chunk) {
   return own;
 }
 
-size_t ReceivedChunk::size() const {
+size_t ChunkView::size() const {
   size_t size = 0;
   for (absl::string_view piece : pieces) size += piece.size();
   return size;
 }
 
-v1::ArrayChunk LentChunk::Copy() const {
+v1::ArrayChunk ChunkView::Copy() const {
   v1::ArrayChunk chunk;
   chunk.set_index(index);
   chunk.set_offset(offset);
-  // One copy; resize-and-fill would first zero the bytes.
-  chunk.set_data(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  std::string* data = chunk.mutable_data();
+  data->reserve(size());
+  for (absl::string_view piece : pieces)
+    data->append(piece.data(), piece.size());
   return chunk;
 }
 
@@ -72,7 +63,8 @@ bool LendBytesChunks(uint32_t index, const uint8_t* data, size_t size,
     LentChunk chunk;
     chunk.index = index;
     chunk.offset = offset;
-    chunk.bytes = absl::MakeConstSpan(data + offset, length);
+    chunk.pieces.emplace_back(reinterpret_cast<const char*>(data) + offset,
+                              length);
     chunk.owner = owner;
     if (!lend(std::move(chunk))) return false;
   }

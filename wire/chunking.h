@@ -37,35 +37,27 @@ inline constexpr size_t kInlineChunkBytes = 64 << 10;
 // Null: every byte is there.
 using ChunkReady = std::function<bool(size_t, size_t)>;
 
-// A chunk whose bytes are lent, not copied: `bytes` stay valid as long as
-// `owner` (or a copy of it) lives, so a sender that can write memory by
-// reference (rpc/chunk_message.h) keeps `owner` until the bytes are sent,
-// and one that cannot copies them (Copy). On the wire it is an ArrayChunk.
-struct LentChunk {
-  uint32_t index = 0;
-  uint64_t offset = 0;
-  absl::Span<const uint8_t> bytes;
-  std::shared_ptr<const void> owner;
-
-  // A chunk that owns its bytes: `chunk`'s, moved, not copied.
-  static LentChunk Own(v1::ArrayChunk&& chunk);
-  // The chunk as a message of its own, its bytes copied.
-  v1::ArrayChunk Copy() const;
-};
-
-// A received chunk whose bytes are left where they arrived (pieces of the
-// received message, rpc/chunk_message.h) instead of being copied into one
-// string; `owner` keeps them alive.
-struct ReceivedChunk {
+// A chunk whose bytes are not its own: pieces of memory that `owner` (or
+// a copy of it) keeps alive. Going out, they are an array's bytes lent to
+// a sender that writes memory by reference (rpc/chunk_message.h), which
+// keeps `owner` until they are sent (one that cannot copies them: Copy);
+// coming in, they are left where the message arrived instead of being
+// copied into one string. On the wire it is an ArrayChunk.
+struct ChunkView {
   uint32_t index = 0;
   uint64_t offset = 0;
   std::vector<absl::string_view> pieces;  // the bytes, in order
   std::shared_ptr<const void> owner;
 
   // A message's chunk, its bytes moved, not copied.
-  static ReceivedChunk Own(v1::ArrayChunk&& chunk);
+  static ChunkView Own(v1::ArrayChunk&& chunk);
   size_t size() const;
+  // The chunk as a message of its own, its bytes copied.
+  v1::ArrayChunk Copy() const;
 };
+// The two directions, named for what they hold.
+using LentChunk = ChunkView;
+using ReceivedChunk = ChunkView;
 
 // The chunk of a parsed message that has one (a `chunk` field), into
 // `*chunk`, its bytes moved, not copied; `*chunk` is reset otherwise.

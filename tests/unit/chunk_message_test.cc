@@ -30,7 +30,10 @@ LentChunk ChunkOver(const std::vector<uint8_t>& bytes, uint32_t index,
   LentChunk chunk;
   chunk.index = index;
   chunk.offset = offset;
-  chunk.bytes = absl::MakeConstSpan(bytes);
+  if (!bytes.empty()) {
+    chunk.pieces.emplace_back(reinterpret_cast<const char*>(bytes.data()),
+                              bytes.size());
+  }
   chunk.owner = std::move(owner);
   return chunk;
 }

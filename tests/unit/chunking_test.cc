@@ -101,11 +101,15 @@ TEST(ChunkingTest, LendBytesChunksReferToTheBytesAndHoldTheOwner) {
   ASSERT_EQ(chunks.size(), 2u);
   EXPECT_EQ(chunks[0].index, 5u);
   EXPECT_EQ(chunks[0].offset, 0u);
-  EXPECT_EQ(chunks[0].bytes.data(), bytes->data());
-  EXPECT_EQ(chunks[0].bytes.size(), kChunkBytes);
+  ASSERT_EQ(chunks[0].pieces.size(), 1u);
+  EXPECT_EQ(chunks[0].pieces[0].data(),
+            reinterpret_cast<const char*>(bytes->data()));
+  EXPECT_EQ(chunks[0].size(), kChunkBytes);
   EXPECT_EQ(chunks[1].offset, kChunkBytes);
-  EXPECT_EQ(chunks[1].bytes.data(), bytes->data() + kChunkBytes);
-  EXPECT_EQ(chunks[1].bytes.size(), 10u);
+  ASSERT_EQ(chunks[1].pieces.size(), 1u);
+  EXPECT_EQ(chunks[1].pieces[0].data(),
+            reinterpret_cast<const char*>(bytes->data()) + kChunkBytes);
+  EXPECT_EQ(chunks[1].size(), 10u);
   const std::weak_ptr<std::vector<uint8_t>> alive = bytes;
   bytes.reset();
   EXPECT_FALSE(alive.expired());  // the chunks keep it
@@ -132,8 +136,8 @@ TEST(ChunkingTest, LentChunksCopyAndOwn) {
   LentChunk lent;
   lent.index = 2;
   lent.offset = 40;
-  lent.bytes = absl::MakeConstSpan(
-      reinterpret_cast<const uint8_t*>(text.data()), text.size());
+  lent.pieces = {absl::string_view(text).substr(0, 5),
+                 absl::string_view(text).substr(5)};
   const v1::ArrayChunk copy = lent.Copy();
   EXPECT_EQ(copy.index(), 2u);
   EXPECT_EQ(copy.offset(), 40u);
@@ -144,8 +148,9 @@ TEST(ChunkingTest, LentChunksCopyAndOwn) {
   const LentChunk own = LentChunk::Own(std::move(message));
   EXPECT_EQ(own.index, 2u);
   EXPECT_EQ(own.offset, 40u);
-  EXPECT_EQ(reinterpret_cast<const char*>(own.bytes.data()), inside);
-  EXPECT_EQ(std::string(own.bytes.begin(), own.bytes.end()), text);
+  ASSERT_EQ(own.pieces.size(), 1u);
+  EXPECT_EQ(own.pieces[0].data(), inside);
+  EXPECT_EQ(std::string(own.pieces[0]), text);
   EXPECT_NE(own.owner, nullptr);
 }
 

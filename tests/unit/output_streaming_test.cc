@@ -28,10 +28,10 @@ class RecordingSink : public ResultSink {
   }
   bool Chunk(LentChunk&& chunk) override {
     if (chunk.index != 0 || chunk.offset != received ||
-        chunk.bytes.size() > kChunkBytes || chunk.owner == nullptr) {
+        chunk.size() > kChunkBytes || chunk.owner == nullptr) {
       out_of_order = true;
     }
-    received += chunk.bytes.size();
+    received += chunk.size();
     chunks.push_back(std::move(chunk));
     return true;
   }
@@ -39,7 +39,9 @@ class RecordingSink : public ResultSink {
   std::string bytes() const {
     std::string all;
     for (const LentChunk& c : chunks) {
-      all.append(reinterpret_cast<const char*>(c.bytes.data()), c.bytes.size());
+      for (absl::string_view piece : c.pieces) {
+        all.append(piece.data(), piece.size());
+      }
     }
     return all;
   }
