@@ -30,17 +30,6 @@ class Running {
   const int others_;
 };
 
-// A streamed job's outcome: the client has every byte, and the buffers
-// may still lend some to gRPC, so it is the outputs' headers alone.
-absl::StatusOr<std::vector<JobOutput>> StreamedOutputs(
-    const JobPlan& plan, const std::vector<WorkerPool::Worker>& workers,
-    const std::vector<absl::StatusOr<DeviceResult>>& results) {
-  std::vector<const DeviceResult*> devices;
-  for (const auto& r : results) devices.push_back(&*r);
-  std::vector<BlockLayout> layouts;
-  return OutputHeaders(plan, workers, devices, &layouts);
-}
-
 }  // namespace
 
 std::vector<uint64_t> JobRunner::IssueTickets(
@@ -106,7 +95,9 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   DeviceFanout fanout(fanout_options, &device_threads_, connector_, workers,
                       deadline);
   absl::Status received;
-  absl::StatusOr<bool> streamed = false;
+  // The outputs' headers once they streamed (the buffers may still lend
+  // bytes to gRPC, so the outcome holds no data); nullopt if they did not.
+  absl::StatusOr<std::optional<std::vector<JobOutput>>> streamed = std::nullopt;
   fanout.Run(
       [&](int64_t d, ShardChannel& ch) {
         absl::StatusOr<DeviceResult> r =
@@ -147,11 +138,15 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
                                                fanout.lost(), fanout.results());
   // Then the streaming's own (the checks', or the client's leaving).
   if (failed.ok()) failed = streamed.status();
-  absl::StatusOr<std::vector<JobOutput>> outcome =
-      !failed.ok() ? failed
-      : *streamed  ? StreamedOutputs(plan, workers, fanout.results())
-                   : AssembleOutputs(plan, workers, fanout.results(),
-                                     options_.max_job_bytes, &buffers);
+  absl::StatusOr<std::vector<JobOutput>> outcome = std::vector<JobOutput>();
+  if (!failed.ok()) {
+    outcome = failed;
+  } else if (streamed->has_value()) {
+    outcome = **std::move(streamed);
+  } else {
+    outcome = AssembleOutputs(plan, workers, fanout.results(),
+                              options_.max_job_bytes, &buffers);
+  }
   // Stored outputs may not replace arrays of another shape without
   // overwrite; that is known only now.
   if (outcome.ok() && commit.two_phase()) {

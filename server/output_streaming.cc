@@ -23,7 +23,7 @@ bool MayStreamOutputs(const JobPlan& plan, bool keyed) {
          plan.writes().empty();
 }
 
-absl::StatusOr<bool> StreamOutputs(
+absl::StatusOr<std::optional<std::vector<JobOutput>>> StreamOutputs(
     const JobPlan& plan, const std::vector<WorkerPool::Worker>& workers,
     OutputBuffers& buffers, ResultSink& sink, absl::Time deadline,
     const OutputBuffers::Watch& watch) {
@@ -31,9 +31,9 @@ absl::StatusOr<bool> StreamOutputs(
   SHARD_ASSIGN_OR_RETURN(
       const std::optional<std::vector<const DeviceResult*>> announced,
       buffers.AwaitStreamable(kChunkBytes, deadline, watch));
-  if (!announced.has_value()) return false;
+  if (!announced.has_value()) return std::nullopt;
   std::vector<BlockLayout> layouts;
-  SHARD_ASSIGN_OR_RETURN(const std::vector<JobOutput> outputs,
+  SHARD_ASSIGN_OR_RETURN(std::vector<JobOutput> outputs,
                          OutputHeaders(plan, workers, *announced, &layouts));
   const absl::Status gone = absl::CancelledError("client went away");
   if (!sink.Begin(outputs)) return gone;
@@ -53,7 +53,7 @@ absl::StatusOr<bool> StreamOutputs(
     SHARD_RETURN_IF_ERROR(placed);
     if (!sent) return gone;
   }
-  return true;
+  return std::optional<std::vector<JobOutput>>(std::move(outputs));
 }
 
 }  // namespace shardmap

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,15 +42,15 @@ class ResultSink {
 // not hold resident arrays' locks (a job that reads or writes any).
 bool MayStreamOutputs(const JobPlan& plan, bool keyed);
 
-// Streams `plan`'s returned outputs from `buffers` to `sink`. Returns true
-// once every returned byte went to the sink; false, having sent nothing,
-// when the outputs cannot stream (a block not placed in a whole output:
-// the assembly judges it once the devices are done) or need not (they
-// return at most one chunk). Errors: the checks'
-// (as AssembleOutputs reports them), the error the buffers were stopped
-// with (a device failed), CANCELLED for a client that went away,
-// DEADLINE_EXCEEDED at `deadline`.
-absl::StatusOr<bool> StreamOutputs(
+// Streams `plan`'s returned outputs from `buffers` to `sink`. Returns the
+// outputs' headers (JobOutput without data: the job's outcome) once every
+// returned byte went to the sink; nullopt, having sent nothing, when the
+// outputs cannot stream (a block not placed in a whole output: the
+// assembly judges it once the devices are done) or need not (they return
+// at most one chunk). Errors: the checks' (as AssembleOutputs reports
+// them), the error the buffers were stopped with (a device failed),
+// CANCELLED for a client that went away, DEADLINE_EXCEEDED at `deadline`.
+absl::StatusOr<std::optional<std::vector<JobOutput>>> StreamOutputs(
     const JobPlan& plan, const std::vector<WorkerPool::Worker>& workers,
     OutputBuffers& buffers, ResultSink& sink, absl::Time deadline,
     const OutputBuffers::Watch& watch);

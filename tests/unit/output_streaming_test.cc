@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -128,11 +129,14 @@ TEST(OutputStreamingTest, StreamsTheWholeOutputInOrder) {
   });
   RecordingSink sink;
   const std::vector<WorkerPool::Worker> workers(2);
-  absl::StatusOr<bool> streamed =
+  absl::StatusOr<std::optional<std::vector<JobOutput>>> streamed =
       StreamOutputs(plan, workers, buffers, sink, absl::InfiniteFuture(), {});
   devices.join();
   ASSERT_TRUE(streamed.ok()) << streamed.status();
-  EXPECT_TRUE(*streamed);
+  ASSERT_TRUE(streamed->has_value());
+  ASSERT_EQ((*streamed)->size(), 1u);  // the outcome: headers, no data
+  EXPECT_EQ((**streamed)[0].meta.shape, (Shape{2, n}));
+  EXPECT_FALSE((**streamed)[0].data.has_value());
   ASSERT_FALSE(sink.chunks.empty());
   const std::weak_ptr<const void> whole = sink.chunks[0].owner;
   owned.reset();
@@ -169,10 +173,10 @@ TEST(OutputStreamingTest, ASmallOutputIsLeftToTheAssembly) {
   }
   RecordingSink sink;
   const std::vector<WorkerPool::Worker> workers(2);
-  absl::StatusOr<bool> streamed =
+  absl::StatusOr<std::optional<std::vector<JobOutput>>> streamed =
       StreamOutputs(plan, workers, buffers, sink, absl::InfiniteFuture(), {});
   ASSERT_TRUE(streamed.ok()) << streamed.status();
-  EXPECT_FALSE(*streamed);
+  EXPECT_FALSE(streamed->has_value());
   EXPECT_TRUE(sink.metas.empty());
 }
 
