@@ -13,11 +13,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -255,38 +258,100 @@ TEST(ShmChannelTest, WaitsAreBoundedAndAbortable) {
   EXPECT_EQ(second.code(), absl::StatusCode::kDeadlineExceeded) << second;
 }
 
+// The other end of DeadPeerProcessIsUnavailable: this test binary run
+// again (fork and an immediate exec), never a bare fork. A forked copy of
+// this process, which has gRPC's threads, could block for good on a lock
+// one of them held at the fork (it did, rarely, under load). The role and
+// its pipe ends come in the environment; it runs before any test.
+constexpr char kRoleVariable[] = "SHARDMAP_SHM_TEST_ROLE";
+
+// "writer IN OUT": makes a ring, tells its name and nonce on OUT, waits
+// for a byte on IN, starts a 1 MiB message nobody reads, and waits to be
+// killed. "reader IN OUT NAME NONCE": attaches, says y or n on OUT, and
+// waits to be killed.
+int RunRole(const std::string& role) {
+  std::istringstream words(role);
+  std::string kind;
+  int in = -1, out = -1;
+  words >> kind >> in >> out;
+  if (kind == "writer") {
+    auto writer = ShmRing::Create(64 << 10);
+    if (!writer.ok()) return 2;
+    const std::string line =
+        absl::StrCat((*writer)->name(), " ", (*writer)->nonce(), "\n");
+    (void)!write(out, line.data(), line.size());
+    ShmSender sender(*std::move(writer), ShmSender::Options{"parent"});
+    const Bytes big = Pattern(1 << 20, 5);
+    char c = 0;
+    (void)!read(in, &c, 1);  // the parent attached
+    sender
+        .Send(Key(0, 0), Fingerprint{7, "psum"}, big, absl::InfiniteFuture(),
+              kNever)
+        .IgnoreError();
+    for (;;) pause();
+  }
+  if (kind == "reader") {
+    std::string name;
+    uint64_t nonce = 0;
+    words >> name >> nonce;
+    auto reader = ShmRing::Attach(name, nonce, 64 << 10);
+    (void)!write(out, reader.ok() ? "y" : "n", 1);
+    for (;;) pause();
+  }
+  return 2;
+}
+
+const bool kRunsARole = [] {
+  const char* role = getenv(kRoleVariable);
+  if (role != nullptr) _exit(RunRole(role));
+  return false;
+}();
+
+// A process running `role` (see RunRole; `args` follow its pipe ends)
+// with a pipe each way: `*to` is written to it, `*from` read from it.
+pid_t SpawnRole(const std::string& role, const std::string& args, int* to,
+                int* from) {
+  int down[2], up[2];
+  if (pipe(down) != 0 || pipe(up) != 0) return -1;
+  const std::string env = absl::StrCat(kRoleVariable, "=", role, " ", down[0],
+                                       " ", up[1], " ", args);
+  // Built before the fork: the child only execs.
+  char* const argv[] = {const_cast<char*>("shm_test"), nullptr};
+  char* const envp[] = {const_cast<char*>(env.c_str()), nullptr};
+  const pid_t child = fork();
+  if (child == 0) {
+    execve("/proc/self/exe", argv, envp);
+    _exit(127);
+  }
+  close(down[0]);
+  close(up[1]);
+  *to = down[1];
+  *from = up[0];
+  return child;
+}
+
 // The other end is a real process that dies by SIGKILL: the survivor's
 // wait ends with UNAVAILABLE within a wait slice or two, never a hang.
 TEST(ShmChannelTest, DeadPeerProcessIsUnavailable) {
   const Fingerprint fp{7, "psum"};
   // 1. The child writes half a message and dies; we wait for the rest.
   {
-    int ready[2];
-    ASSERT_EQ(pipe(ready), 0);
-    auto writer = ShmRing::Create(64 << 10);
-    ASSERT_TRUE(writer.ok());
-    const std::string name = (*writer)->name();
-    const uint64_t nonce = (*writer)->nonce();
-    const pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {  // the writer: keeps the ring, the parent reads
-      ShmSender sender(*std::move(writer), ShmSender::Options{"parent"});
-      const Bytes big = Pattern(1 << 20, 5);
-      char c = 0;
-      (void)!read(ready[0], &c, 1);  // the parent attached
-      sender.Send(Key(0, 0), fp, big, absl::InfiniteFuture(), kNever)
-          .IgnoreError();
-      (void)!write(ready[1], "w", 1);
-      pause();
-      _exit(0);
-    }
-    writer->reset();  // the child's copy is the writer now
+    int to = -1, from = -1;
+    const pid_t child = SpawnRole("writer", "", &to, &from);
+    ASSERT_GT(child, 0);
+    std::string line;
+    char c = 0;
+    while (read(from, &c, 1) == 1 && c != '\n') line.push_back(c);
+    std::istringstream words(line);
+    std::string name;
+    uint64_t nonce = 0;
+    ASSERT_TRUE(words >> name >> nonce) << "the child said '" << line << "'";
     auto reader = ShmRing::Attach(name, nonce, 64 << 10);
     ASSERT_TRUE(reader.ok()) << reader.status();
     (*reader)->Unlink();
     const ShmRing* ring = reader->get();
     ShmReceiver receiver(*std::move(reader), "worker child");
-    (void)!write(ready[1], "r", 1);
+    (void)!write(to, "r", 1);
     // Kill the child once its message has started to arrive (nothing reads
     // the ring meanwhile).
     EXPECT_TRUE(WaitUntil([ring] { return ring->Readable() > 0; }))
@@ -300,27 +365,20 @@ TEST(ShmChannelTest, DeadPeerProcessIsUnavailable) {
                          absl::StatusCode::kUnavailable,
                          {"lost worker child", "exited"}));
     EXPECT_LT(absl::Now() - start, absl::Seconds(2));
-    close(ready[0]);
-    close(ready[1]);
+    close(to);
+    close(from);
   }
   // 2. The child reads nothing and dies; our sender learns it.
   {
     auto writer = ShmRing::Create(64 << 10);
     ASSERT_TRUE(writer.ok());
-    const std::string name = (*writer)->name();
-    const uint64_t nonce = (*writer)->nonce();
-    int ready[2];
-    ASSERT_EQ(pipe(ready), 0);
-    const pid_t child = fork();
-    ASSERT_GE(child, 0);
-    if (child == 0) {
-      auto reader = ShmRing::Attach(name, nonce, 64 << 10);
-      (void)!write(ready[1], reader.ok() ? "y" : "n", 1);
-      pause();
-      _exit(0);
-    }
+    int to = -1, from = -1;
+    const pid_t child = SpawnRole(
+        "reader", absl::StrCat((*writer)->name(), " ", (*writer)->nonce()), &to,
+        &from);
+    ASSERT_GT(child, 0);
     char c = 0;
-    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    ASSERT_EQ(read(from, &c, 1), 1);
     ASSERT_EQ(c, 'y');
     (*writer)->Unlink();
     ShmSender sender(*std::move(writer), ShmSender::Options{"worker child"});
@@ -338,8 +396,8 @@ TEST(ShmChannelTest, DeadPeerProcessIsUnavailable) {
     EXPECT_TRUE(
         StatusIs(sender.Send(Key(0, 1), fp, big, In(absl::Seconds(5)), kNever),
                  absl::StatusCode::kUnavailable, {"worker child"}));
-    close(ready[0]);
-    close(ready[1]);
+    close(to);
+    close(from);
   }
 }
 
