@@ -86,9 +86,11 @@ bool ReadLastField(SliceReader& reader, uint32_t* field) {
 
 std::optional<ReceivedChunk> DecodeChunkMessage(const grpc::ByteBuffer& buffer,
                                                 uint32_t chunk_field) {
-  auto slices = std::make_shared<std::vector<grpc::Slice>>();
-  if (!buffer.Dump(slices.get()).ok()) return std::nullopt;
-  SliceReader reader(*slices);
+  // Every message of the stream comes here, most of them not chunks: the
+  // shared owner is made only for a chunk.
+  std::vector<grpc::Slice> slices;
+  if (!buffer.Dump(&slices).ok()) return std::nullopt;
+  SliceReader reader(slices);
   uint32_t field = 0;
   if (!ReadLastField(reader, &field) || field != chunk_field) {
     return std::nullopt;
@@ -123,7 +125,7 @@ std::optional<ReceivedChunk> DecodeChunkMessage(const grpc::ByteBuffer& buffer,
     // inline, in the grpc::Slice the owner holds).
     const size_t begin = reader.position();
     size_t base = 0;
-    for (const grpc::Slice& s : *slices) {
+    for (const grpc::Slice& s : slices) {
       const size_t lo = std::max(begin, base);
       const size_t hi = base + s.size();
       if (lo < hi) {
@@ -134,7 +136,9 @@ std::optional<ReceivedChunk> DecodeChunkMessage(const grpc::ByteBuffer& buffer,
     }
     break;
   }
-  chunk.owner = std::move(slices);
+  // Moving the vector keeps its elements where they are, so the pieces
+  // (even those in a small slice's inline bytes) stay valid.
+  chunk.owner = std::make_shared<std::vector<grpc::Slice>>(std::move(slices));
   return chunk;
 }
 
