@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/change_signal.h"
 
 namespace shardmap {
 
@@ -131,6 +132,7 @@ class MuxInbox {
   void Push(In message) {
     absl::MutexLock lock(&mu_);
     if (!ended_) queue_.push_back(std::move(message));
+    if (signal_ != nullptr) signal_->Notify();
   }
 
   // No message follows those pushed; `status` is the call's end (the
@@ -141,6 +143,7 @@ class MuxInbox {
     if (ended_) return;
     ended_ = true;
     status_ = std::move(status);
+    if (signal_ != nullptr) signal_->Notify();
   }
 
   // The next message, waiting up to `deadline`. False at the end (then
@@ -148,10 +151,8 @@ class MuxInbox {
   // `end_at_deadline`, the inbox ends with DEADLINE_EXCEEDED).
   bool Pop(In* message, absl::Time deadline, bool end_at_deadline = true) {
     absl::MutexLock lock(&mu_);
-    auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-      return ended_ || !queue_.empty();
-    };
-    mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+    mu_.AwaitWithDeadline(absl::Condition(this, &MuxInbox::ReadyLocked),
+                          deadline);
     if (!queue_.empty()) {
       *message = std::move(queue_.front());
       queue_.pop_front();
@@ -165,6 +166,18 @@ class MuxInbox {
     return false;
   }
 
+  // Whether Pop would not wait.
+  bool ready() {
+    absl::MutexLock lock(&mu_);
+    return ReadyLocked();
+  }
+  // `signal` (if not null) is notified after every Push and the End,
+  // from the thread that called them. It must outlive the inbox, or the
+  // next call here.
+  void SetSignal(ChangeSignal* signal) {
+    absl::MutexLock lock(&mu_);
+    signal_ = signal;
+  }
   bool ended() {
     absl::MutexLock lock(&mu_);
     return ended_;
@@ -176,10 +189,15 @@ class MuxInbox {
   }
 
  private:
+  bool ReadyLocked() const ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return ended_ || !queue_.empty();
+  }
+
   absl::Mutex mu_;
   std::deque<In> queue_ ABSL_GUARDED_BY(mu_);
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
+  ChangeSignal* signal_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 }  // namespace shardmap

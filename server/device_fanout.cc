@@ -52,8 +52,78 @@ void DeviceFanout::CheckOnce(const std::function<bool()>& cancelled) {
   }
 }
 
+void DeviceFanout::Returned(int64_t d) {
+  absl::MutexLock lock(&mu_);
+  ++done_;
+  returned_[d] = true;
+}
+
+void DeviceFanout::RunSerially(const Call& call,
+                               const std::function<bool()>& cancelled) {
+  serial_channels_.resize(n_);
+  std::vector<absl::StatusOr<bool>> sent(n_, false);
+  std::vector<int64_t> waiting;  // devices whose answer is still to read
+  for (int64_t d = 0; d < n_; ++d) {
+    serial_channels_[d] = connector_->OpenSmall(workers_[d].address, deadline_);
+    ShardChannel& ch = *serial_channels_[d];
+    ch.SetReadableSignal(&readable_);
+    {
+      absl::MutexLock lock(&mu_);
+      channels_[d] = &ch;
+      if (aborted_) ch.Cancel();
+    }
+    sent[d] = call.send(d, ch);
+    if (sent[d].ok()) {
+      waiting.push_back(d);
+      continue;
+    }
+    results_[d] = call.receive(d, sent[d], ch);
+    Abort();
+    Returned(d);
+  }
+  // The answers are read as they come, so that the first device to fail
+  // cancels the others at once. Once a worker's first answer is in, the
+  // rest of it follows without waiting on anything.
+  while (!waiting.empty()) {
+    const uint64_t seen = readable_.generation();
+    const size_t before = waiting.size();
+    for (auto it = waiting.begin(); it != waiting.end();) {
+      const int64_t d = *it;
+      ShardChannel& ch = *serial_channels_[d];
+      if (*sent[d] && !ch.Readable()) {
+        ++it;
+        continue;
+      }
+      results_[d] = call.receive(d, sent[d], ch);
+      if (!results_[d].ok()) Abort();
+      Returned(d);
+      it = waiting.erase(it);
+    }
+    if (waiting.empty() || waiting.size() < before) continue;
+    // Watched while it waits, as Run's own thread watches the threads
+    // (the streams' deadlines end the wait).
+    if (!readable_.WaitChanged(seen, absl::Now() + options_.liveness_poll)) {
+      CheckOnce(cancelled);
+    }
+  }
+  for (int64_t d = 0; d < n_; ++d) {
+    // A two-phase job's streams stay for the decision.
+    if (options_.two_phase && results_[d].ok()) continue;
+    {
+      absl::MutexLock lock(&mu_);
+      channels_[d] = nullptr;
+    }
+    serial_channels_[d].reset();
+  }
+}
+
 void DeviceFanout::Run(const Call& call, const std::function<bool()>& cancelled,
                        const Meanwhile& meanwhile) {
+  if (options_.serial) {
+    RunSerially(call, cancelled);
+    if (meanwhile) meanwhile([this, &cancelled] { CheckOnce(cancelled); });
+    return;
+  }
   const LogContext log_context = CurrentLogContext();
   started_ = n_;
   for (int64_t d = 0; d < n_; ++d) {
@@ -67,13 +137,9 @@ void DeviceFanout::Run(const Call& call, const std::function<bool()>& cancelled,
         channels_[d] = ch.get();
         if (aborted_) ch->Cancel();
       }
-      results_[d] = call(d, *ch);
+      results_[d] = call.receive(d, call.send(d, *ch), *ch);
       if (!results_[d].ok()) Abort();
-      {
-        absl::MutexLock lock(&mu_);
-        ++done_;
-        returned_[d] = true;
-      }
+      Returned(d);
       if (options_.two_phase && results_[d].ok()) {
         decided_.WaitForNotification();
         ended_[d] = SendDecision(*ch, commit_);
@@ -102,6 +168,21 @@ void DeviceFanout::Run(const Call& call, const std::function<bool()>& cancelled,
 }
 
 std::vector<absl::Status> DeviceFanout::Finish(bool commit) {
+  if (!serial_channels_.empty()) {
+    // Every decision goes out before any answer is awaited.
+    for (const auto& ch : serial_channels_) {
+      if (ch != nullptr) static_cast<void>(WriteDecision(*ch, commit));
+    }
+    for (int64_t d = 0; d < n_; ++d) {
+      if (serial_channels_[d] == nullptr) continue;
+      ended_[d] = EndDecision(*serial_channels_[d]);
+      {
+        absl::MutexLock lock(&mu_);
+        channels_[d] = nullptr;
+      }
+      serial_channels_[d].reset();
+    }
+  }
   commit_ = commit;
   decided_.Notify();
   // As bounded as the calls: each ends by its stream's deadline.

@@ -6,8 +6,15 @@
 // so a client that left or a worker that stopped answering (SIGSTOP, cut
 // off) ends the job at once instead of at its deadline.
 //
-// A two-phase job's device threads keep their streams open after their
-// calls return, until Finish sends them the commit decision.
+// A small job's calls may instead run `serial`ly on the calling thread:
+// it sends every device's request, then reads every device's answer in
+// turn. Its messages are few, so the calls need no threads of their own,
+// and the job saves two thread wake-ups per device (to start a call, and
+// to hand its answer on), the largest cost of a tiny job on a busy
+// coordinator.
+//
+// A two-phase job's calls keep their streams open after they return,
+// until Finish sends them the commit decision.
 //
 // Run and Finish are called once each, in that order, from one thread.
 // The destructor finishes (without committing) a fan-out not finished.
@@ -24,6 +31,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "core/change_signal.h"
 #include "core/device_threads.h"
 #include "server/job_results.h"
 #include "server/shard_channel.h"
@@ -42,10 +50,19 @@ class DeviceFanout {
     // The job's messages are few and small: its calls may share streams
     // (WorkerConnector::OpenSmall).
     bool small = false;
+    // Run the calls on the calling thread (see above).
+    bool serial = false;
   };
-  // One device's call over its stream.
-  using Call = std::function<absl::StatusOr<DeviceResult>(int64_t device,
-                                                          ShardChannel&)>;
+  // One device's call over its stream, in two halves (SendShardCall and
+  // ReceiveShardCall): `send` sends the device's request; `receive` reads
+  // its answer, and is told what `send` returned (an error included: its
+  // result is then the call's).
+  struct Call {
+    std::function<absl::StatusOr<bool>(int64_t device, ShardChannel&)> send;
+    std::function<absl::StatusOr<DeviceResult>(
+        int64_t device, const absl::StatusOr<bool>& sent, ShardChannel&)>
+        receive;
+  };
 
   // Device d runs on workers[d]; its stream is opened with `deadline`.
   // `threads`, `connector` and `workers` must outlive the fan-out.
@@ -65,7 +82,9 @@ class DeviceFanout {
   // every call has returned. `cancelled` (may be null) returning true
   // aborts every device. `meanwhile` (may be null) runs on this thread
   // once the calls have started; the fan-out's own watching (every
-  // liveness_poll until the calls return) begins after it.
+  // liveness_poll until the calls return) begins after it. Serial: the
+  // calls run first, watched every liveness_poll while this thread waits
+  // for an answer, and `meanwhile` once they have returned.
   void Run(const Call& call, const std::function<bool()>& cancelled,
            const Meanwhile& meanwhile = nullptr);
   // Per device: what its call returned.
@@ -84,6 +103,10 @@ class DeviceFanout {
   void Abort();
   // Aborts if the client left or a running device's worker is lost.
   void CheckOnce(const std::function<bool()>& cancelled);
+  // Run, serially.
+  void RunSerially(const Call& call, const std::function<bool()>& cancelled);
+  // Device d's call has returned.
+  void Returned(int64_t d);
 
   const Options options_;
   DeviceThreads* const threads_;      // Not owned.
@@ -93,6 +116,11 @@ class DeviceFanout {
   const int64_t n_;
 
   std::vector<absl::StatusOr<DeviceResult>> results_;
+  // Serial: notified when a device's stream may have an answer to read;
+  // each device's stream, until it is finished (declared after the signal,
+  // which they notify, so they go first).
+  ChangeSignal readable_;
+  std::vector<std::unique_ptr<ShardChannel>> serial_channels_;
   std::vector<absl::Status> lost_;
   std::vector<absl::Status> ended_;
   absl::Notification decided_;

@@ -28,6 +28,9 @@ class GrpcWorkerConnector final : public WorkerConnector {
                                      absl::Time deadline) override;
   std::unique_ptr<ShardChannel> OpenSmall(const std::string& address,
                                           absl::Time deadline) override;
+  bool SmallReady(const std::string& address, absl::Time deadline) override {
+    return links_.Ready(address, deadline);
+  }
   absl::Status SkipTickets(const std::string& address,
                            const v1::SkipTicketsRequest& request,
                            absl::Time deadline) override;

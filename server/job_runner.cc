@@ -1,5 +1,6 @@
 #include "server/job_runner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 
@@ -17,6 +18,9 @@ namespace {
 // calls on the workers' long-lived links (server/shard_link.h): their few
 // messages wait behind little on a shared stream.
 constexpr uint64_t kSmallJobBytes = uint64_t{1} << 20;
+// Jobs up to this many argument bytes run their calls serially
+// (DeviceFanout::Options::serial).
+constexpr uint64_t kSerialJobBytes = uint64_t{64} << 10;
 
 // Counts a job as running for its scope.
 class Running {
@@ -92,37 +96,52 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
       plan.input_bytes() <= kSmallJobBytes &&
       (options_.job_links == JobLinks::kAlways ||
        (options_.job_links == JobLinks::kAuto && running.others() > 0));
+  // A tiny one's calls run on this thread, one after another: its
+  // arguments come first, all of them (a few messages at most), so that no
+  // call waits for the client's bytes while the others wait for it.
+  // Only on links already up: the calls' sends then never wait.
+  fanout_options.serial =
+      fanout_options.small && plan.input_bytes() <= kSerialJobBytes &&
+      std::all_of(workers.begin(), workers.end(),
+                  [&](const WorkerPool::Worker& w) {
+                    return connector_->SmallReady(w.address, deadline);
+                  });
   DeviceFanout fanout(fanout_options, &device_threads_, connector_, workers,
                       deadline);
   absl::Status received;
+  if (fanout_options.serial && receive) received = receive();
   // The outputs' headers once they streamed (the buffers may still lend
   // bytes to gRPC, so the outcome holds no data); nullopt if they did not.
   absl::StatusOr<std::optional<std::vector<JobOutput>>> streamed = std::nullopt;
-  fanout.Run(
-      [&](int64_t d, ShardChannel& ch) {
-        absl::StatusOr<DeviceResult> r =
-            RunShardCall(job_id, plan, d, context, inputs, ch);
-        // The job is over: a device still waiting for the client's bytes
-        // need not wait for the rest of the upload.
-        if (!r.ok()) {
-          const absl::Status why = absl::CancelledError(absl::StrCat(
-              "device ", d, " of the job failed: ", r.status().message()));
-          inputs.Stop(why);
-          buffers.Stop(why);
-        } else {
-          buffers.Finished(d);
-        }
-        return r;
-      },
-      cancelled,
-      [&](const std::function<void()>& watch) {
-        if (receive) received = receive();
-        if (received.ok() && sink != nullptr) {
-          streamed = StreamOutputs(
-              plan, workers, buffers, *sink, deadline,
-              OutputBuffers::Watch{options_.liveness_poll, watch});
-        }
-      });
+  DeviceFanout::Call call;
+  call.send = [&](int64_t d, ShardChannel& ch) {
+    return SendShardCall(job_id, plan, d, context, inputs, ch);
+  };
+  call.receive = [&](int64_t d, const absl::StatusOr<bool>& sent,
+                     ShardChannel& ch) {
+    absl::StatusOr<DeviceResult> r =
+        sent.ok() ? ReceiveShardCall(plan, d, context, *sent, ch)
+                  : absl::StatusOr<DeviceResult>(sent.status());
+    // The job is over: a device still waiting for the client's bytes
+    // need not wait for the rest of the upload.
+    if (!r.ok()) {
+      const absl::Status why = absl::CancelledError(absl::StrCat(
+          "device ", d, " of the job failed: ", r.status().message()));
+      inputs.Stop(why);
+      buffers.Stop(why);
+    } else {
+      buffers.Finished(d);
+    }
+    return r;
+  };
+  fanout.Run(call, cancelled, [&](const std::function<void()>& watch) {
+    if (receive && !fanout_options.serial) received = receive();
+    if (received.ok() && sink != nullptr) {
+      streamed =
+          StreamOutputs(plan, workers, buffers, *sink, deadline,
+                        OutputBuffers::Watch{options_.liveness_poll, watch});
+    }
+  });
   // A device that failed may never have received its header: its worker's
   // later jobs must not wait for its ticket.
   for (size_t d = 0; d < workers.size(); ++d) {

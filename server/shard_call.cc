@@ -271,11 +271,11 @@ std::string TicketOwner(const WorkerPool::Worker& w, uint64_t epoch) {
   return absl::StrCat(w.id, "@", epoch);
 }
 
-absl::StatusOr<DeviceResult> RunShardCall(const std::string& job_id,
-                                          const JobPlan& plan, int64_t d,
-                                          const ShardCallContext& context,
-                                          const ArrivingInputs& inputs,
-                                          ShardChannel& ch) {
+absl::StatusOr<bool> SendShardCall(const std::string& job_id,
+                                   const JobPlan& plan, int64_t d,
+                                   const ShardCallContext& context,
+                                   const ArrivingInputs& inputs,
+                                   ShardChannel& ch) {
   // The last message carries the end of the stream, except for a two-phase
   // job, whose stream stays open for the commit decision.
   TailWriter<ShardOutgoing> out([&](const ShardOutgoing& message, bool last) {
@@ -291,8 +291,14 @@ absl::StatusOr<DeviceResult> RunShardCall(const std::string& job_id,
   // Arguments that failed end the call with their own error, not the
   // stream's.
   if (!sent.ok()) return Abandon(ch, sent.status());
+  return *sent && out.Close();
+}
+
+absl::StatusOr<DeviceResult> ReceiveShardCall(const JobPlan& plan, int64_t d,
+                                              const ShardCallContext& context,
+                                              bool sent, ShardChannel& ch) {
   v1::ShardResponse response;
-  if (!*sent || !out.Close() || !ch.Read(&response)) {
+  if (!sent || !ch.Read(&response)) {
     absl::Status s = ch.Finish();
     if (s.ok()) {
       s = absl::InternalError("worker closed the stream without outputs");
@@ -314,15 +320,33 @@ absl::StatusOr<DeviceResult> RunShardCall(const std::string& job_id,
   return result;
 }
 
-absl::Status SendDecision(ShardChannel& ch, bool commit) {
+absl::StatusOr<DeviceResult> RunShardCall(const std::string& job_id,
+                                          const JobPlan& plan, int64_t d,
+                                          const ShardCallContext& context,
+                                          const ArrivingInputs& inputs,
+                                          ShardChannel& ch) {
+  SHARD_ASSIGN_OR_RETURN(const bool sent,
+                         SendShardCall(job_id, plan, d, context, inputs, ch));
+  return ReceiveShardCall(plan, d, context, sent, ch);
+}
+
+bool WriteDecision(ShardChannel& ch, bool commit) {
   v1::ShardRequest decision;
   decision.mutable_decision()->set_commit(commit);
-  ch.Write(decision);
-  ch.WritesDone();
+  return ch.Write(decision) && ch.WritesDone();
+}
+
+absl::Status EndDecision(ShardChannel& ch) {
   v1::ShardResponse ignored;
   while (ch.Read(&ignored)) {
   }
   return ch.Finish();
+}
+
+absl::Status SendDecision(ShardChannel& ch, bool commit) {
+  // A write that failed leaves the reason to Finish.
+  static_cast<void>(WriteDecision(ch, commit));
+  return EndDecision(ch);
 }
 
 }  // namespace shardmap

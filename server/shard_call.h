@@ -67,10 +67,29 @@ absl::StatusOr<DeviceResult> RunShardCall(const std::string& job_id,
                                           const ArrivingInputs& inputs,
                                           ShardChannel& ch);
 
+// RunShardCall in its two halves, for a caller that sends several
+// devices' requests before it reads their answers. SendShardCall sends the
+// request: false if the stream broke (ReceiveShardCall, given `sent`, then
+// says why); an error (the stream finished) if the arguments failed.
+// ReceiveShardCall reads the answer.
+absl::StatusOr<bool> SendShardCall(const std::string& job_id,
+                                   const JobPlan& plan, int64_t d,
+                                   const ShardCallContext& context,
+                                   const ArrivingInputs& inputs,
+                                   ShardChannel& ch);
+absl::StatusOr<DeviceResult> ReceiveShardCall(const JobPlan& plan, int64_t d,
+                                              const ShardCallContext& context,
+                                              bool sent, ShardChannel& ch);
+
 // Sends a two-phase job's decision (apply or drop its writes) and ends the
 // stream. Returns its final status: an error when the worker could not
 // apply them.
 absl::Status SendDecision(ShardChannel& ch, bool commit);
+// SendDecision in its two halves: WriteDecision sends it (false: the
+// stream broke), EndDecision waits for the stream's end and returns
+// its final status.
+bool WriteDecision(ShardChannel& ch, bool commit);
+absl::Status EndDecision(ShardChannel& ch);
 
 }  // namespace shardmap
 

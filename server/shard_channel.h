@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "core/change_signal.h"
 #include "shardmap/v1/worker.pb.h"
 #include "wire/chunking.h"
 
@@ -50,6 +51,15 @@ class ShardChannel {
     TakeChunk(response, chunk);
     return true;
   }
+  // For a caller that reads several channels as their answers come:
+  // Readable says whether a Read would not wait long (a message or the
+  // stream's end is in, or its deadline has passed), and once
+  // SetReadableSignal was called (before the first Read; the signal must
+  // outlive the channel) the channel notifies the signal whenever that may
+  // have turned true, except at the deadline. A channel that cannot tell is
+  // always readable (its Read then waits, up to the deadline).
+  virtual bool Readable() { return true; }
+  virtual void SetReadableSignal(ChangeSignal* signal) {}
   // The stream's final status. Call once, after Read returned false.
   virtual absl::Status Finish() = 0;
   virtual void Cancel() = 0;
@@ -67,6 +77,12 @@ class WorkerConnector {
   virtual std::unique_ptr<ShardChannel> OpenSmall(const std::string& address,
                                                   absl::Time deadline) {
     return Open(address, deadline);
+  }
+  // Whether a channel OpenSmall makes now for a call that ends by
+  // `deadline` sends without waiting for a stream to be made (a
+  // serial fan-out runs only then: it could not watch such a wait).
+  virtual bool SmallReady(const std::string& address, absl::Time deadline) {
+    return true;
   }
   // Tells the worker at `address` that the jobs of these tickets will not
   // come (Worker.SkipTickets). Errors: the call's.

@@ -154,6 +154,20 @@ ShardLinks::~ShardLinks() {
   for (auto& link : links) link->WaitDone(deadline);
 }
 
+bool ShardLinks::Ready(const std::string& address, absl::Time deadline) {
+  std::shared_ptr<ShardLink> link;
+  {
+    absl::MutexLock lock(&mu_);
+    if (legacy_.count(address) > 0) return false;
+    auto it = links_.find(address);
+    if (it == links_.end()) return false;
+    link = it->second;
+  }
+  static const std::atomic<bool> kNotCancelled{false};
+  return link->expires() - kLinkMargin >= deadline &&
+         link->WaitReady(absl::InfinitePast(), kNotCancelled);
+}
+
 absl::StatusOr<std::shared_ptr<ShardLink>> ShardLinks::Acquire(
     const std::string& address, absl::Time deadline,
     const std::atomic<bool>& cancelled) {
@@ -249,6 +263,7 @@ bool LinkCall::Start() {
     if (*link == nullptr) {
       fallback_ = make_fallback_();
       delegate_ = fallback_.get();
+      if (signal_ != nullptr) fallback_->SetReadableSignal(signal_);
       if (cancelled_.load()) fallback_->Cancel();
       return true;
     }
@@ -344,6 +359,18 @@ bool LinkCall::Read(v1::ShardResponse* response) {
   if (inbox_.Pop(response, deadline_)) return true;
   if (absl::IsDeadlineExceeded(inbox_.status())) Cancel();  // tell the worker
   return false;
+}
+
+bool LinkCall::Readable() {
+  if (!started_ || !start_status_.ok()) return true;
+  if (delegate_ != nullptr) return delegate_->Readable();
+  return inbox_.ready() || absl::Now() >= deadline_;
+}
+
+void LinkCall::SetReadableSignal(ChangeSignal* signal) {
+  // Before Start: a fallback stream is made only then.
+  signal_ = signal;
+  inbox_.SetSignal(signal);
 }
 
 absl::Status LinkCall::Finish() {

@@ -108,6 +108,10 @@ class ShardLinks {
   absl::StatusOr<std::shared_ptr<ShardLink>> Acquire(
       const std::string& address, absl::Time deadline,
       const std::atomic<bool>& cancelled);
+  // Whether Acquire would hand out a link to `address` for a call that
+  // ends by `deadline` at once, without making one or waiting for one to
+  // be ready.
+  bool Ready(const std::string& address, absl::Time deadline);
 
  private:
   ChannelCache* const channels_;
@@ -132,6 +136,8 @@ class LinkCall final : public ShardChannel {
   bool WritesDone() override;
   bool WriteLast(const v1::ShardRequest& request) override;
   bool Read(v1::ShardResponse* response) override;
+  bool Readable() override;
+  void SetReadableSignal(ChangeSignal* signal) override;
   absl::Status Finish() override;
   void Cancel() override;
 
@@ -152,6 +158,7 @@ class LinkCall final : public ShardChannel {
   bool finished_ = false;
   absl::Status start_status_;
   MuxInbox<v1::ShardResponse> inbox_;
+  ChangeSignal* signal_ = nullptr;  // Not owned; see SetReadableSignal.
 
   // The fallback, once Start made one; used by the call's own thread.
   ShardChannel* delegate_ = nullptr;

@@ -55,6 +55,15 @@ class FaultTest(unittest.TestCase):
             cluster.wait_for_workers(2)
             code, err, _ = self.run_job(cluster)
             self.assertEqual(code, 0, err)
+            # Stopped again once its streams (and, with links, its job
+            # link) are up: the job's calls go out at once and the wait for
+            # the answers is what must notice.
+            stopped.proc.send_signal(signal.SIGSTOP)
+            code, err, seconds = self.run_job(cluster)
+            stopped.proc.send_signal(signal.SIGCONT)
+            self.assertEqual(code, 69, err)
+            self.assertIn(address, err)
+            self.assertLess(seconds, 10)
         finally:
             cluster.close()
 

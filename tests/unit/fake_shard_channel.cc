@@ -61,6 +61,33 @@ class FakeShardChannel final : public ShardChannel {
       });
     return false;
   }
+  ~FakeShardChannel() override {
+    absl::MutexLock lock(&c_->mu_);
+    if (signal_ != nullptr) {
+      c_->signals_.erase(c_->signals_.find(signal_));
+    }
+    if (awaited_) --c_->workers_[address_].waiting;
+  }
+  // Readable unless the next read is one that waits, and the stream has
+  // not ended.
+  bool Readable() override {
+    absl::MutexLock lock(&c_->mu_);
+    const bool waits =
+        reads_ == script_.block_read || (commit_ && script_.block_after_commit);
+    const bool readable = !waits || Ended();
+    // Counted as waiting while its caller waits for it.
+    if (readable == awaited_) {
+      awaited_ = !readable;
+      c_->workers_[address_].waiting += awaited_ ? 1 : -1;
+    }
+    return readable;
+  }
+  // Notified when the stream is cancelled and when the clock moves.
+  void SetReadableSignal(ChangeSignal* signal) override {
+    absl::MutexLock lock(&c_->mu_);
+    signal_ = signal;
+    c_->signals_.insert(signal);
+  }
   absl::Status Finish() override {
     absl::MutexLock lock(&c_->mu_);
     ++c_->workers_[address_].finished;
@@ -72,6 +99,7 @@ class FakeShardChannel final : public ShardChannel {
   void Cancel() override {
     absl::MutexLock lock(&c_->mu_);
     cancelled_ = true;
+    if (signal_ != nullptr) signal_->Notify();
   }
 
  private:
@@ -104,6 +132,8 @@ class FakeShardChannel final : public ShardChannel {
   bool two_phase_ ABSL_GUARDED_BY(c_->mu_) = false;
   bool decided_ ABSL_GUARDED_BY(c_->mu_) = false;
   bool commit_ ABSL_GUARDED_BY(c_->mu_) = false;
+  ChangeSignal* signal_ ABSL_GUARDED_BY(c_->mu_) = nullptr;
+  bool awaited_ ABSL_GUARDED_BY(c_->mu_) = false;  // Readable said no
 };
 
 void FakeWorkerConnector::Script(const std::string& address,
@@ -120,6 +150,7 @@ absl::Time FakeWorkerConnector::Now() const {
 void FakeWorkerConnector::Advance(absl::Duration d) {
   absl::MutexLock lock(&mu_);
   now_ += d;
+  for (ChangeSignal* signal : signals_) signal->Notify();
 }
 
 std::unique_ptr<ShardChannel> FakeWorkerConnector::Open(

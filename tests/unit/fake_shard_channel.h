@@ -19,6 +19,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -130,6 +131,9 @@ class FakeWorkerConnector final : public WorkerConnector {
   mutable absl::Mutex mu_;
   std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
   absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1'000'000);
+  // The readable signals of the open streams that have one (a serial
+  // fan-out's), notified when the clock moves.
+  std::multiset<ChangeSignal*> signals_ ABSL_GUARDED_BY(mu_);
 };
 
 // Device `device`'s answer to `plan`: ShardOutputs with the header and

@@ -82,6 +82,15 @@ class JobRunnerFixture : public ::testing::Test {
   }
 
   std::vector<WorkerPool::Worker> workers_ = TestWorkers(4);
+  // kAlways: the job's calls go through OpenSmall and, the job being
+  // tiny, run serially on the job's thread (DeviceFanout::Options::serial);
+  // kNever: each on a thread of its own.
+  JobLinks links_ = JobLinks::kNever;
+  JobRunner::Options RunnerOptions() const {
+    JobRunner::Options options;
+    options.job_links = links_;
+    return options;
+  }
   FakeWorkerConnector connector_;
   ResidentIndex index_{[](const std::string&) { return true; }};
 };

@@ -17,12 +17,18 @@
 namespace shardmap {
 namespace {
 
-class JobRunnerTest : public JobRunnerFixture {};
+// Every test runs the device calls both ways: each on its own thread,
+// and serially on the job's thread.
+class JobRunnerTest : public JobRunnerFixture,
+                      public ::testing::WithParamInterface<JobLinks> {
+ protected:
+  JobRunnerTest() { links_ = GetParam(); }
+};
 
-TEST_F(JobRunnerTest, AssemblesTheOutputFromEveryDevice) {
+TEST_P(JobRunnerTest, AssemblesTheOutputFromEveryDevice) {
   const JobPlan plan = IdentityPlan(4, "P('x')");
   AnswerAll(plan, 4);
-  JobRunner runner(JobRunner::Options{}, &connector_);
+  JobRunner runner(RunnerOptions(), &connector_);
   auto out = Run(runner, plan, 4);
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 1u);
@@ -43,7 +49,7 @@ TEST_F(JobRunnerTest, AssemblesTheOutputFromEveryDevice) {
   }
 }
 
-TEST_F(JobRunnerTest, TheFirstDeviceToFailIsTheJobsErrorAndCancelsTheOthers) {
+TEST_P(JobRunnerTest, TheFirstDeviceToFailIsTheJobsErrorAndCancelsTheOthers) {
   const JobPlan plan = IdentityPlan(4, "P('x')");
   for (int d = 0; d < 4; ++d) {
     FakeWorkerScript s;
@@ -54,7 +60,7 @@ TEST_F(JobRunnerTest, TheFirstDeviceToFailIsTheJobsErrorAndCancelsTheOthers) {
     }
     connector_.Script(workers_[d].address, s);
   }
-  JobRunner runner(JobRunner::Options{}, &connector_);
+  JobRunner runner(RunnerOptions(), &connector_);
   auto out = Run(runner, plan, 4);
   EXPECT_TRUE(StatusIs(out.status(), absl::StatusCode::kInvalidArgument,
                        {"device 2 (mesh coordinates (2,), worker w2 at "
@@ -67,27 +73,27 @@ TEST_F(JobRunnerTest, TheFirstDeviceToFailIsTheJobsErrorAndCancelsTheOthers) {
   }
 }
 
-TEST_F(JobRunnerTest, ADeviceThatDoesNotAnswerByTheDeadlineTimesOut) {
+TEST_P(JobRunnerTest, ADeviceThatDoesNotAnswerByTheDeadlineTimesOut) {
   const JobPlan plan = IdentityPlan(2, "P('x')");
   workers_.resize(2);
   AnswerAll(plan, 2);
   FakeWorkerScript slow;
   slow.block_read = 0;
   connector_.Script(workers_[1].address, slow);
-  JobRunner runner(JobRunner::Options{}, &connector_);
+  JobRunner runner(RunnerOptions(), &connector_);
   auto out = RunPastDeadline(runner, plan, 2, /*done=*/0, /*waiting=*/1);
   EXPECT_TRUE(StatusIs(out.status(), absl::StatusCode::kDeadlineExceeded,
                        {"timed out waiting for device 1", "worker w1"}));
 }
 
-TEST_F(JobRunnerTest, AWorkerLostMidJobFailsItUnavailableAtOnce) {
+TEST_P(JobRunnerTest, AWorkerLostMidJobFailsItUnavailableAtOnce) {
   const JobPlan plan = IdentityPlan(2, "P('x')");
   workers_.resize(2);
   AnswerAll(plan, 2);
   FakeWorkerScript stopped;  // a SIGSTOPped worker: never answers
   stopped.block_read = 0;
   connector_.Script(workers_[1].address, stopped);
-  JobRunner::Options options;
+  JobRunner::Options options = RunnerOptions();
   options.liveness_poll = absl::Milliseconds(1);
   options.check_live = [](const WorkerPool::Worker& w) {
     return w.id == "w1" ? absl::UnavailableError(
@@ -102,13 +108,13 @@ TEST_F(JobRunnerTest, AWorkerLostMidJobFailsItUnavailableAtOnce) {
                         "it was running identity for job job-7"}));
 }
 
-TEST_F(JobRunnerTest, CopiesThatDifferFailCheckRepNamingOutputAxisDevices) {
+TEST_P(JobRunnerTest, CopiesThatDifferFailCheckRepNamingOutputAxisDevices) {
   // out P() claims the output is replicated over x; identity's blocks
   // differ per device.
   const JobPlan plan = IdentityPlan(2, "P()");
   workers_.resize(2);
   AnswerAll(plan, 2);
-  JobRunner runner(JobRunner::Options{}, &connector_);
+  JobRunner runner(RunnerOptions(), &connector_);
   auto out = Run(runner, plan, 2);
   EXPECT_TRUE(StatusIs(out.status(), absl::StatusCode::kInvalidArgument,
                        {"identity output 0", "mesh axis 'x'",
@@ -123,6 +129,13 @@ TEST_F(JobRunnerTest, CopiesThatDifferFailCheckRepNamingOutputAxisDevices) {
     EXPECT_FALSE(sent[0].job().skip_output_digests(0)) << d;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Calls, JobRunnerTest,
+                         ::testing::Values(JobLinks::kNever, JobLinks::kAlways),
+                         [](const ::testing::TestParamInfo<JobLinks>& info) {
+                           return info.param == JobLinks::kAlways ? "Serial"
+                                                                  : "Threads";
+                         });
 
 }  // namespace
 }  // namespace shardmap

@@ -19,14 +19,20 @@
 namespace shardmap {
 namespace {
 
-class ResidentCommitTest : public JobRunnerFixture {};
+// Every test runs the device calls both ways: each on its own thread,
+// and serially on the job's thread.
+class ResidentCommitTest : public JobRunnerFixture,
+                           public ::testing::WithParamInterface<JobLinks> {
+ protected:
+  ResidentCommitTest() { links_ = GetParam(); }
+};
 
-TEST_F(ResidentCommitTest, ACommitEveryWorkerConfirmsIsPublished) {
+TEST_P(ResidentCommitTest, ACommitEveryWorkerConfirmsIsPublished) {
   const uint64_t before = Resident("A");
   workers_.resize(2);
   const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
   AnswerAll(plan, 2);
-  JobRunner runner(JobRunner::Options{}, &connector_, &index_);
+  JobRunner runner(RunnerOptions(), &connector_, &index_);
   auto out = Run(runner, plan, 2);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ((*out)[0].stored_as, "A");
@@ -44,7 +50,7 @@ TEST_F(ResidentCommitTest, ACommitEveryWorkerConfirmsIsPublished) {
   }
 }
 
-TEST_F(ResidentCommitTest, ACommitElsewhereHasTheFormerHoldersDropTheArray) {
+TEST_P(ResidentCommitTest, ACommitElsewhereHasTheFormerHoldersDropTheArray) {
   Resident("A");  // on workers 0 and 1
   const std::vector<WorkerPool::Worker> former = {workers_[0], workers_[1]};
   // The job's devices go to other workers (after a restart, the order the
@@ -52,7 +58,7 @@ TEST_F(ResidentCommitTest, ACommitElsewhereHasTheFormerHoldersDropTheArray) {
   workers_ = {workers_[2], workers_[3]};
   const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
   AnswerAll(plan, 2);
-  JobRunner runner(JobRunner::Options{}, &connector_, &index_);
+  JobRunner runner(RunnerOptions(), &connector_, &index_);
   auto out = Run(runner, plan, 2);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(
@@ -69,7 +75,7 @@ TEST_F(ResidentCommitTest, ACommitElsewhereHasTheFormerHoldersDropTheArray) {
   }
 }
 
-TEST_F(ResidentCommitTest, ACommitOneWorkerRefusesPublishesNothingAndIsUndone) {
+TEST_P(ResidentCommitTest, ACommitOneWorkerRefusesPublishesNothingAndIsUndone) {
   const uint64_t before = Resident("A");
   workers_.resize(2);
   const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
@@ -79,7 +85,7 @@ TEST_F(ResidentCommitTest, ACommitOneWorkerRefusesPublishesNothingAndIsUndone) {
   full.commit_finish = absl::ResourceExhaustedError(
       "cannot write /state/arrays/A/v9.npy: No space left on device");
   connector_.Script(workers_[1].address, full);
-  JobRunner runner(JobRunner::Options{}, &connector_, &index_);
+  JobRunner runner(RunnerOptions(), &connector_, &index_);
   auto out = Run(runner, plan, 2);
   EXPECT_TRUE(
       StatusIs(out.status(), absl::StatusCode::kResourceExhausted,
@@ -104,7 +110,7 @@ TEST_F(ResidentCommitTest, ACommitOneWorkerRefusesPublishesNothingAndIsUndone) {
   }
 }
 
-TEST_F(ResidentCommitTest, ACommitThatTimesOutPublishesNothingAndIsUndone) {
+TEST_P(ResidentCommitTest, ACommitThatTimesOutPublishesNothingAndIsUndone) {
   const uint64_t before = Resident("A");
   workers_.resize(2);
   const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
@@ -113,7 +119,7 @@ TEST_F(ResidentCommitTest, ACommitThatTimesOutPublishesNothingAndIsUndone) {
   hung.responses = FakeAnswer(plan, 1, Block(1));
   hung.block_after_commit = true;
   connector_.Script(workers_[1].address, hung);
-  JobRunner runner(JobRunner::Options{}, &connector_, &index_);
+  JobRunner runner(RunnerOptions(), &connector_, &index_);
   auto out = RunPastDeadline(runner, plan, 2, /*done=*/0, /*waiting=*/1);
   EXPECT_TRUE(StatusIs(out.status(), absl::StatusCode::kDeadlineExceeded,
                        {"is not committed", "device 1"}));
@@ -122,7 +128,7 @@ TEST_F(ResidentCommitTest, ACommitThatTimesOutPublishesNothingAndIsUndone) {
   EXPECT_EQ(connector_.Drops(workers_[0].address).size(), 1u);
 }
 
-TEST_F(ResidentCommitTest, ACancelBeforeTheDecisionCommitsNothing) {
+TEST_P(ResidentCommitTest, ACancelBeforeTheDecisionCommitsNothing) {
   const uint64_t before = Resident("A");
   workers_.resize(2);
   const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
@@ -130,7 +136,7 @@ TEST_F(ResidentCommitTest, ACancelBeforeTheDecisionCommitsNothing) {
   FakeWorkerScript slow;
   slow.block_read = 0;
   connector_.Script(workers_[1].address, slow);
-  JobRunner::Options options;
+  JobRunner::Options options = RunnerOptions();
   options.liveness_poll = absl::Milliseconds(1);
   JobRunner runner(options, &connector_, &index_);
   // The client goes away once device 0 has answered (its writes are
@@ -150,6 +156,13 @@ TEST_F(ResidentCommitTest, ACancelBeforeTheDecisionCommitsNothing) {
   }
   EXPECT_EQ(index_.Find("A")->version, before);
 }
+
+INSTANTIATE_TEST_SUITE_P(Calls, ResidentCommitTest,
+                         ::testing::Values(JobLinks::kNever, JobLinks::kAlways),
+                         [](const ::testing::TestParamInfo<JobLinks>& info) {
+                           return info.param == JobLinks::kAlways ? "Serial"
+                                                                  : "Threads";
+                         });
 
 }  // namespace
 }  // namespace shardmap

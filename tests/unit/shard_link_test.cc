@@ -232,6 +232,48 @@ TEST(ShardLinkTest, ACallEndsAtItsDeadlineOnBothSides) {
   EXPECT_EQ(Eventually(worker.saw_cancel), 1);
 }
 
+// A caller reading several calls as their answers come: the call says
+// when its answer is in, and notifies the caller's signal.
+TEST(ShardLinkTest, ACallSaysWhenItsAnswerIsInAndNotifiesTheSignal) {
+  LinkWorker worker;
+  ChannelCache channels;
+  GrpcWorkerConnector connector(&channels);
+  ChangeSignal signal;
+  auto ch =
+      connector.OpenSmall(worker.address(), absl::Now() + absl::Seconds(30));
+  ch->SetReadableSignal(&signal);
+  const uint64_t seen = signal.generation();
+  ASSERT_TRUE(ch->Write(Job("echo")));
+  ASSERT_TRUE(ch->WriteLast(Chunk("abc")));
+  ASSERT_TRUE(signal.WaitChanged(seen, absl::Now() + absl::Seconds(30)));
+  EXPECT_TRUE(ch->Readable());
+  std::string back;
+  v1::ShardResponse response;
+  while (ch->Read(&response)) back += response.chunk().data();
+  EXPECT_EQ(back, "abc");
+  EXPECT_TRUE(ch->Finish().ok());
+}
+
+TEST(ShardLinkTest, AWaitingCallIsNotReadableUntilCancelled) {
+  LinkWorker worker;
+  ChannelCache channels;
+  GrpcWorkerConnector connector(&channels);
+  ChangeSignal signal;
+  auto ch =
+      connector.OpenSmall(worker.address(), absl::Now() + absl::Seconds(60));
+  ch->SetReadableSignal(&signal);
+  ASSERT_TRUE(ch->WriteLast(Job("wait")));
+  ASSERT_EQ(Eventually(worker.running), 1);
+  EXPECT_FALSE(ch->Readable());
+  const uint64_t seen = signal.generation();
+  ch->Cancel();
+  EXPECT_TRUE(signal.WaitChanged(seen, absl::Now() + absl::Seconds(30)));
+  EXPECT_TRUE(ch->Readable());
+  v1::ShardResponse response;
+  EXPECT_FALSE(ch->Read(&response));
+  EXPECT_EQ(ch->Finish().code(), absl::StatusCode::kCancelled);
+}
+
 TEST(ShardLinkTest, TheCallersTraceReachesTheWorker) {
   LinkWorker worker;
   ChannelCache channels;

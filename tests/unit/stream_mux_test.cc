@@ -3,7 +3,8 @@
 // byte bound (and released by completions or closing), urgent messages
 // never held, closing drops what is queued or keeps it, the drained
 // callback once; an inbox hands out its messages before its end, ends at
-// its deadline, and a drop discards what was not taken.
+// its deadline, a drop discards what was not taken, and a signal hears of
+// every message and the end (and ChangeSignal itself).
 #include "rpc/stream_mux.h"
 
 #include <gtest/gtest.h>
@@ -163,6 +164,36 @@ TEST(MuxInboxTest, AnEndWithDropDiscardsWhatWasNotTaken) {
   int m = 0;
   EXPECT_FALSE(inbox.Pop(&m, absl::Now() + absl::Seconds(10)));
   EXPECT_EQ(inbox.status().code(), absl::StatusCode::kCancelled);
+}
+
+TEST(MuxInboxTest, ASignalHearsOfEveryPushAndTheEnd) {
+  MuxInbox<int> inbox;
+  ChangeSignal signal;
+  inbox.SetSignal(&signal);
+  EXPECT_FALSE(inbox.ready());
+  uint64_t seen = signal.generation();
+  std::thread pusher([&] { inbox.Push(1); });
+  ASSERT_TRUE(signal.WaitChanged(seen, absl::Now() + absl::Seconds(30)));
+  pusher.join();
+  EXPECT_TRUE(inbox.ready());
+  int m = 0;
+  ASSERT_TRUE(inbox.Pop(&m, absl::Now()));
+  EXPECT_EQ(m, 1);
+  EXPECT_FALSE(inbox.ready());
+  seen = signal.generation();
+  inbox.End(absl::CancelledError("gone"));
+  EXPECT_NE(signal.generation(), seen);
+  EXPECT_TRUE(inbox.ready());  // Pop would not wait: it says the end
+}
+
+TEST(ChangeSignalTest, AWaitEndsAtAChangeOrItsDeadline) {
+  ChangeSignal signal;
+  const uint64_t seen = signal.generation();
+  EXPECT_FALSE(signal.WaitChanged(seen, absl::Now() + absl::Milliseconds(5)));
+  signal.Notify();
+  // A change before the wait is not missed.
+  EXPECT_TRUE(signal.WaitChanged(seen, absl::InfinitePast()));
+  EXPECT_FALSE(signal.WaitChanged(signal.generation(), absl::InfinitePast()));
 }
 
 }  // namespace
