@@ -10,47 +10,16 @@
 #include "rpc/chunk_message.h"
 #include "rpc/grpc_status.h"
 #include "rpc/raw_method.h"
+#include "rpc/raw_stream_adapter.h"
 #include "rpc/trace_context.h"
 #include "wire/proto_convert.h"
 
 namespace shardmap {
 namespace {
 
-using GrpcJobStream = RawServerStream;
-
 // The RunJob call as JobService reads and writes it.
-class JobStreamAdapter final : public JobStream {
- public:
-  JobStreamAdapter(grpc::ServerContext* context, GrpcJobStream* stream)
-      : context_(context), stream_(stream) {}
-  bool Read(v1::RunJobRequest* request) override {
-    // A message that does not parse ends the reading, as it does on
-    // gRPC's typed streams.
-    bool malformed = false;
-    return ReadMessage(stream_, request, &malformed);
-  }
-  bool ReadChunked(v1::RunJobRequest* request,
-                   std::optional<ReceivedChunk>* chunk) override {
-    bool malformed = false;
-    return shardmap::ReadChunked(stream_, v1::RunJobRequest::kChunkFieldNumber,
-                                 request, chunk, &malformed);
-  }
-  bool Write(const v1::RunJobResponse& response) override {
-    return WriteMessage(stream_, response, false);
-  }
-  bool WriteLast(const v1::RunJobResponse& response) override {
-    return WriteMessage(stream_, response, true);
-  }
-  bool WriteChunk(const LentChunk& chunk, bool last) override {
-    return WriteChunkMessage(stream_, v1::RunJobResponse::kChunkFieldNumber,
-                             chunk, last);
-  }
-  bool cancelled() const override { return context_->IsCancelled(); }
-
- private:
-  grpc::ServerContext* const context_;  // Not owned.
-  GrpcJobStream* const stream_;         // Not owned.
-};
+using JobStreamAdapter =
+    RawStreamAdapter<JobStream, v1::RunJobRequest, v1::RunJobResponse>;
 
 // The blocks a registering worker reports, with their arrays' layouts
 // where it says them.
@@ -90,7 +59,7 @@ CoordinatorService::CoordinatorService(const Options& options, JobService* jobs,
 }
 
 grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
-                                        GrpcJobStream* stream) {
+                                        RawServerStream* stream) {
   JobCall call;
   call.start = absl::Now();
   call.deadline = Deadline(*context, call.start);

@@ -40,13 +40,7 @@ absl::Status ReadArgumentChunks(
 }
 
 ResultWriter::ResultWriter(JobStream* stream)
-    : out_([stream](const Outgoing& message, bool last) {
-        if (const auto* chunk = std::get_if<LentChunk>(&message)) {
-          return stream->WriteChunk(*chunk, last);
-        }
-        const auto& r = std::get<v1::RunJobResponse>(message);
-        return last ? stream->WriteLast(r) : stream->Write(r);
-      }) {}
+    : out_(ChunkTailWriter<v1::RunJobResponse>(stream)) {}
 
 bool ResultWriter::Result(const v1::JobResult& result) {
   v1::RunJobResponse response;

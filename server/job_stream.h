@@ -17,8 +17,7 @@
 #include "core/tensor.h"
 #include "server/planner.h"
 #include "shardmap/v1/coordinator.pb.h"
-#include "wire/chunking.h"
-#include "wire/tail_writer.h"
+#include "wire/chunk_stream.h"
 
 namespace shardmap {
 
@@ -34,10 +33,7 @@ class JobStream {
   // them out of the parsed message.
   virtual bool ReadChunked(v1::RunJobRequest* request,
                            std::optional<ReceivedChunk>* chunk) {
-    chunk->reset();
-    if (!Read(request)) return false;
-    TakeChunk(request, chunk);
-    return true;
+    return ReadTakingChunk(this, request, chunk);
   }
   // False when the call broke (the client went away).
   virtual bool Write(const v1::RunJobResponse& response) = 0;
@@ -50,9 +46,7 @@ class JobStream {
   // The gRPC stream sends the chunk's bytes without copying them, and
   // keeps its owner until they are sent; this one copies them.
   virtual bool WriteChunk(const LentChunk& chunk, bool last) {
-    v1::RunJobResponse response;
-    *response.mutable_chunk() = chunk.Copy();
-    return last ? WriteLast(response) : Write(response);
+    return WriteChunkCopy<v1::RunJobResponse>(this, chunk, last);
   }
   // True once the client cancelled or went away, or the call was cancelled
   // for it (its deadline passed).
@@ -101,8 +95,7 @@ class ResultWriter {
 
  private:
   // A whole message, or a chunk sent by reference.
-  using Outgoing = std::variant<v1::RunJobResponse, LentChunk>;
-  TailWriter<Outgoing> out_;
+  TailWriter<ChunkOr<v1::RunJobResponse>> out_;
 };
 
 }  // namespace shardmap

@@ -4,23 +4,22 @@
 #include <optional>
 #include <string>
 #include <utility>
-#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "core/block_math.h"
 #include "core/status_util.h"
 #include "server/donation.h"
 #include "server/replication_check.h"
+#include "wire/chunk_stream.h"
 #include "wire/chunking.h"
 #include "wire/proto_convert.h"
-#include "wire/tail_writer.h"
 
 namespace shardmap {
 namespace {
 
 // A message of a device's request: a whole one, or a chunk that may lend
 // its bytes (ShardChannel::WriteChunk).
-using ShardOutgoing = std::variant<v1::ShardRequest, LentChunk>;
+using ShardOutgoing = ChunkOr<v1::ShardRequest>;
 
 // Ends a stream we no longer trust; our own error is the one to report.
 absl::Status Abandon(ShardChannel& ch, absl::Status why) {
@@ -278,14 +277,7 @@ absl::StatusOr<bool> SendShardCall(const std::string& job_id,
                                    ShardChannel& ch) {
   // The last message carries the end of the stream, except for a two-phase
   // job, whose stream stays open for the commit decision.
-  TailWriter<ShardOutgoing> out([&](const ShardOutgoing& message, bool last) {
-    last = last && !context.two_phase;
-    if (const auto* chunk = std::get_if<LentChunk>(&message)) {
-      return ch.WriteChunk(*chunk, last);
-    }
-    const auto& r = std::get<v1::ShardRequest>(message);
-    return last ? ch.WriteLast(r) : ch.Write(r);
-  });
+  auto out = ChunkTailWriter<v1::ShardRequest>(&ch, context.two_phase);
   const absl::StatusOr<bool> sent =
       SendRequest(job_id, plan, d, context, inputs, out);
   // Arguments that failed end the call with their own error, not the

@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "core/change_signal.h"
 #include "shardmap/v1/worker.pb.h"
-#include "wire/chunking.h"
+#include "wire/chunk_stream.h"
 
 namespace shardmap {
 
@@ -34,9 +34,7 @@ class ShardChannel {
   // without copying them, and keeps its owner until they are sent; this
   // one copies them.
   virtual bool WriteChunk(const LentChunk& chunk, bool last) {
-    v1::ShardRequest request;
-    *request.mutable_chunk() = chunk.Copy();
-    return last ? WriteLast(request) : Write(request);
+    return WriteChunkCopy<v1::ShardRequest>(this, chunk, last);
   }
   // False at the end of the stream or when it broke.
   virtual bool Read(v1::ShardResponse* response) = 0;
@@ -46,10 +44,7 @@ class ShardChannel {
   // them out of the parsed message.
   virtual bool ReadChunked(v1::ShardResponse* response,
                            std::optional<ReceivedChunk>* chunk) {
-    chunk->reset();
-    if (!Read(response)) return false;
-    TakeChunk(response, chunk);
-    return true;
+    return ReadTakingChunk(this, response, chunk);
   }
   // For a caller that reads several channels as their answers come:
   // Readable says whether a Read would not wait long (a message or the

@@ -4,15 +4,14 @@
 
 #include <memory>
 #include <utility>
-#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "core/digest.h"
 #include "core/replication.h"
 #include "core/status_util.h"
+#include "wire/chunk_stream.h"
 #include "wire/chunking.h"
 #include "wire/proto_convert.h"
-#include "wire/tail_writer.h"
 #include "worker/collectives/communicator.h"
 #include "worker/job_residents.h"
 #include "worker/state_out_reshard.h"
@@ -271,15 +270,7 @@ absl::Status ShardJob::Send(v1::ShardResponse response,
   const std::vector<Tensor>& outputs = *lent;
   // The last message leaves with the call's status, except for a two-phase
   // job, which waits for the decision.
-  using Outgoing = std::variant<v1::ShardResponse, LentChunk>;
-  TailWriter<Outgoing> out([&](const Outgoing& message, bool last) {
-    last = last && !header.two_phase();
-    if (const auto* chunk = std::get_if<LentChunk>(&message)) {
-      return stream_->WriteChunk(*chunk, last);
-    }
-    const auto& r = std::get<v1::ShardResponse>(message);
-    return last ? stream_->WriteLast(r) : stream_->Write(r);
-  });
+  auto out = ChunkTailWriter<v1::ShardResponse>(stream_, header.two_phase());
   const absl::Status gone = absl::CancelledError("coordinator went away");
   const std::vector<bool>& wanted = received_.send_outputs;
   // The outputs whose bytes the coordinator asked for. A stored output has

@@ -8,7 +8,7 @@
 #include <optional>
 
 #include "shardmap/v1/worker.pb.h"
-#include "wire/chunking.h"
+#include "wire/chunk_stream.h"
 
 namespace shardmap {
 
@@ -26,10 +26,7 @@ class ShardStream {
   // moves them out of the parsed message.
   virtual bool ReadChunked(v1::ShardRequest* request,
                            std::optional<ReceivedChunk>* chunk) {
-    chunk->reset();
-    if (!Read(request)) return false;
-    TakeChunk(request, chunk);
-    return true;
+    return ReadTakingChunk(this, request, chunk);
   }
   // False if the coordinator is gone.
   virtual bool Write(const v1::ShardResponse& response) = 0;
@@ -42,9 +39,7 @@ class ShardStream {
   // The RunShard stream sends the chunk's bytes without copying them, and
   // keeps its owner until they are sent; this one copies them.
   virtual bool WriteChunk(const LentChunk& chunk, bool last) {
-    v1::ShardResponse response;
-    *response.mutable_chunk() = chunk.Copy();
-    return last ? WriteLast(response) : Write(response);
+    return WriteChunkCopy<v1::ShardResponse>(this, chunk, last);
   }
   // True once the coordinator cancelled the call (it aborts the job, or the
   // call's deadline passed).

@@ -6,6 +6,7 @@
 #include "core/status_util.h"
 #include "rpc/chunk_message.h"
 #include "rpc/grpc_status.h"
+#include "rpc/raw_stream_adapter.h"
 #include "rpc/trace_context.h"
 #include "wire/chunking.h"
 #include "worker/shard_link_service.h"
@@ -13,44 +14,10 @@
 #include "worker/store/checkpoint_blocks.h"
 
 namespace shardmap {
-namespace {
 
 // The RunShard call as the job sees it.
-class GrpcShardStream final : public ShardStream {
- public:
-  GrpcShardStream(grpc::ServerContext* context, RawServerStream* stream)
-      : context_(context), stream_(stream) {}
-
-  bool Read(v1::ShardRequest* request) override {
-    // A message that does not parse ends the reading, as it does on
-    // gRPC's typed streams.
-    bool malformed = false;
-    return ReadMessage(stream_, request, &malformed);
-  }
-  bool ReadChunked(v1::ShardRequest* request,
-                   std::optional<ReceivedChunk>* chunk) override {
-    bool malformed = false;
-    return shardmap::ReadChunked(stream_, v1::ShardRequest::kChunkFieldNumber,
-                                 request, chunk, &malformed);
-  }
-  bool Write(const v1::ShardResponse& response) override {
-    return WriteMessage(stream_, response, false);
-  }
-  bool WriteLast(const v1::ShardResponse& response) override {
-    return WriteMessage(stream_, response, true);
-  }
-  bool WriteChunk(const LentChunk& chunk, bool last) override {
-    return WriteChunkMessage(stream_, v1::ShardResponse::kChunkFieldNumber,
-                             chunk, last);
-  }
-  bool cancelled() const override { return context_->IsCancelled(); }
-
- private:
-  grpc::ServerContext* const context_;
-  RawServerStream* const stream_;
-};
-
-}  // namespace
+using GrpcShardStream =
+    RawStreamAdapter<ShardStream, v1::ShardRequest, v1::ShardResponse>;
 
 grpc::Status WorkerService::RunShard(grpc::ServerContext* context,
                                      RawServerStream* stream) {
