@@ -146,9 +146,14 @@ absl::Status ShardJob::Run() {
   SHARD_RETURN_IF_ERROR(
       StageWrites(header, mesh, device, outputs, &states, *services_.store));
   if (stream_->cancelled()) return absl::CancelledError("job cancelled");
+  // The outputs' bytes may be lent to gRPC past this call: their
+  // reservation goes with them, released when the last loan ends.
+  auto held = std::make_shared<
+      std::pair<std::vector<Tensor>, MemoryBudget::Reservation>>(
+      std::move(outputs), std::move(outputs_memory));
   SHARD_RETURN_IF_ERROR(
       Send(std::move(response),
-           std::make_shared<const std::vector<Tensor>>(std::move(outputs))));
+           std::shared_ptr<const std::vector<Tensor>>(held, &held->first)));
   if (!header.two_phase()) return absl::OkStatus();
   return Decide();
 }

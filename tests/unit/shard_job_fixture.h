@@ -63,6 +63,13 @@ class FakeShardStream final : public ShardStream {
   }
   // Writes fail from the `n`th on (0: all).
   void FailWritesFrom(int n) { fail_writes_from_ = n; }
+  // Holds every chunk lent to it (and so its owner) until ReleaseLent, as
+  // gRPC may hold a sent chunk's bytes after the call has ended.
+  void KeepLent() { keep_lent_ = true; }
+  void ReleaseLent() {
+    absl::MutexLock lock(&mu_);
+    lent_.clear();
+  }
 
   bool Read(v1::ShardRequest* request) override {
     absl::MutexLock lock(&mu_);
@@ -88,6 +95,13 @@ class FakeShardStream final : public ShardStream {
     written_.push_back(response);
     return true;
   }
+  bool WriteChunk(const LentChunk& chunk, bool last) override {
+    if (keep_lent_) {
+      absl::MutexLock lock(&mu_);
+      lent_.push_back(chunk);
+    }
+    return WriteChunkCopy<v1::ShardResponse>(this, chunk, last);
+  }
   bool cancelled() const override {
     if (on_check_ && on_check_()) cancel_ = true;
     return cancel_;
@@ -104,6 +118,8 @@ class FakeShardStream final : public ShardStream {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<v1::ShardResponse> written_ ABSL_GUARDED_BY(mu_);
   int fail_writes_from_ = -1;
+  bool keep_lent_ = false;
+  std::vector<LentChunk> lent_ ABSL_GUARDED_BY(mu_);
   std::function<bool()> on_check_;
   mutable std::atomic<bool> cancel_{false};
 };

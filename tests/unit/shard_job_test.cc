@@ -217,6 +217,23 @@ TEST_F(ShardJobTest, ArgumentsOverTheLimitsAreRefusedBeforeAllocating) {
   EXPECT_EQ(runs_, 0);
 }
 
+TEST_F(ShardJobTest, OutputBytesStayReservedWhileGrpcHoldsThem) {
+  MemoryBudget budget(1 << 20, nullptr);
+  budget_ = &budget;
+  FakeShardStream stream;
+  stream.KeepLent();
+  const std::vector<float> x = {1, 2, 3, 4};
+  Send(stream, Header("job-a", 0, x), x);
+  ASSERT_TRUE(RunJob(stream).ok());
+  // The job is over, but its output's 16 bytes are still lent.
+  EXPECT_EQ(budget.reserved(), 16u);
+  stream.ReleaseLent();
+  EXPECT_EQ(budget.reserved(), 0u);
+  absl::StatusOr<std::vector<Tensor>> outputs = Outputs(stream);
+  ASSERT_TRUE(outputs.ok()) << outputs.status();
+  EXPECT_EQ(Values((*outputs)[0]), PlusOne(x));
+}
+
 TEST_F(ShardJobTest, AJobForAnEarlierProcessIsRefused) {
   FakeJobPeers restarted(/*incarnation=*/9);
   FakeShardStream stream;
