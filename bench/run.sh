@@ -56,7 +56,7 @@ done
 KiB=1024; MiB=$((1024 * 1024))
 if ((QUICK)); then
   REPEATS=${REPEATS:-3}
-  SCALE=0.25                       # iterations 50/12/5/3, not 200/50/20/5
+  SCALE=0.25                       # iterations 50/12/9/3, not 200/50/20/5
   ALL="4,$((4 * KiB)),$((256 * KiB)),$((4 * MiB)),$((64 * MiB))"
   declare -A PSUM_SIZES=([2]=$ALL [4]=$ALL [8]="4,$((4 * KiB)),$((4 * MiB))")
   GATHER_SIZES="$((4 * MiB)),$((64 * MiB))"
