@@ -56,7 +56,7 @@ done
 KiB=1024; MiB=$((1024 * 1024))
 if ((QUICK)); then
   REPEATS=${REPEATS:-3}
-  SCALE=0.25                       # iterations 50/12/9/3, not 200/50/20/5
+  SCALE=0.25                       # iterations 50/13/9/3, not 200/50/20/5
   ALL="4,$((4 * KiB)),$((256 * KiB)),$((4 * MiB)),$((64 * MiB))"
   declare -A PSUM_SIZES=([2]=$ALL [4]=$ALL [8]="4,$((4 * KiB)),$((4 * MiB))")
   GATHER_SIZES="$((4 * MiB)),$((64 * MiB))"
@@ -186,7 +186,7 @@ pkgver() { dpkg-query -W -f='${Version}' "$1" 2>/dev/null || echo none; }
   echo "META shardmap_workers=$( [[ $MODE == procs ]] && echo one_process_each || echo threads_of_one_process)"
   echo "META commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo +local_changes)"
   echo "META versions=openmpi_$(pkgver libopenmpi-dev),_gloo_$(pkgver libgloo-dev),_grpc_$(pkgver libgrpc++-dev)"
-  echo "META iterations=scale_${SCALE}_of_200/50/20/5_(<=64KiB/256KiB/4MiB/64MiB),_3_minimum"
+  echo "META iterations=scale_${SCALE}_of_200/50/20/5_(<=64KiB/256KiB/4MiB/64MiB),_3_minimum_(9_up_to_4MiB)"
 } >>"$RESULTS"
 
 # ---------------------------------------------------------------- steps

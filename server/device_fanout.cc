@@ -52,14 +52,32 @@ void DeviceFanout::CheckOnce(const std::function<bool()>& cancelled) {
   }
 }
 
+void DeviceFanout::Unregister(int64_t d) {
+  absl::MutexLock lock(&mu_);
+  channels_[d] = nullptr;
+}
+
+void DeviceFanout::WatchUntilReturned(const std::function<bool()>& cancelled) {
+  auto all_done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return done_ == n_;
+  };
+  mu_.Lock();
+  while (!mu_.AwaitWithTimeout(absl::Condition(&all_done),
+                               options_.liveness_poll)) {
+    mu_.Unlock();
+    CheckOnce(cancelled);
+    mu_.Lock();
+  }
+  mu_.Unlock();
+}
+
 void DeviceFanout::Returned(int64_t d) {
   absl::MutexLock lock(&mu_);
   ++done_;
   returned_[d] = true;
 }
 
-void DeviceFanout::RunSerially(const Call& call,
-                               const std::function<bool()>& cancelled) {
+void DeviceFanout::RunSerially(const Call& call) {
   serial_channels_.resize(n_);
   std::vector<absl::StatusOr<bool>> sent(n_, false);
   std::vector<int64_t> waiting;  // devices whose answer is still to read
@@ -73,58 +91,67 @@ void DeviceFanout::RunSerially(const Call& call,
       if (aborted_) ch.Cancel();
     }
     sent[d] = call.send(d, ch);
-    if (sent[d].ok()) {
+    if (sent[d].ok() && *sent[d]) {
       waiting.push_back(d);
       continue;
     }
+    // The call failed (or its stream broke) before its answer: it ends now,
+    // and so does the job.
     results_[d] = call.receive(d, sent[d], ch);
     Abort();
     Returned(d);
   }
   // The answers are read as they come, so that the first device to fail
-  // cancels the others at once. Once a worker's first answer is in, the
-  // rest of it follows without waiting on anything.
+  // cancels the others at once. The watcher (Run) aborts a job whose client
+  // left or whose worker stopped: a cancelled stream is readable.
   while (!waiting.empty()) {
     const uint64_t seen = readable_.generation();
     const size_t before = waiting.size();
     for (auto it = waiting.begin(); it != waiting.end();) {
       const int64_t d = *it;
-      ShardChannel& ch = *serial_channels_[d];
-      if (*sent[d] && !ch.Readable()) {
+      if (!serial_channels_[d]->Readable()) {
         ++it;
         continue;
       }
-      results_[d] = call.receive(d, sent[d], ch);
+      results_[d] = call.receive(d, sent[d], *serial_channels_[d]);
       if (!results_[d].ok()) Abort();
       Returned(d);
       it = waiting.erase(it);
     }
-    if (waiting.empty() || waiting.size() < before) continue;
-    // Watched while it waits, as Run's own thread watches the threads
-    // (the streams' deadlines end the wait).
-    if (!readable_.WaitChanged(seen, absl::Now() + options_.liveness_poll)) {
-      CheckOnce(cancelled);
+    if (waiting.size() == before) {
+      // Bounded: a stream is readable once its deadline passed, which no
+      // signal tells, so the wait is repeated every poll.
+      readable_.WaitChanged(seen, absl::Now() + options_.liveness_poll);
     }
   }
   for (int64_t d = 0; d < n_; ++d) {
     // A two-phase job's streams stay for the decision.
     if (options_.two_phase && results_[d].ok()) continue;
-    {
-      absl::MutexLock lock(&mu_);
-      channels_[d] = nullptr;
-    }
+    Unregister(d);
     serial_channels_[d].reset();
   }
 }
 
 void DeviceFanout::Run(const Call& call, const std::function<bool()>& cancelled,
                        const Meanwhile& meanwhile) {
+  const LogContext log_context = CurrentLogContext();
   if (options_.serial) {
-    RunSerially(call, cancelled);
-    if (meanwhile) meanwhile([this, &cancelled] { CheckOnce(cancelled); });
+    // The roles turned: the calls run on this thread, and the job's own
+    // work and the watching on one of the pool's.
+    started_ = 1;
+    threads_->Run(
+        [this, &cancelled, &meanwhile, log_context, ended = ended_tasks_] {
+          ScopedLogContext in_thread(log_context);
+          if (meanwhile)
+            meanwhile([this, &cancelled] { CheckOnce(cancelled); });
+          WatchUntilReturned(cancelled);
+          absl::MutexLock lock(&ended->mu);  // last: the fan-out may go now
+          ++ended->tasks;
+        });
+    RunSerially(call);
+    AwaitTasks();
     return;
   }
-  const LogContext log_context = CurrentLogContext();
   started_ = n_;
   for (int64_t d = 0; d < n_; ++d) {
     threads_->Run([this, &call, log_context, d, ended = ended_tasks_] {
@@ -144,27 +171,24 @@ void DeviceFanout::Run(const Call& call, const std::function<bool()>& cancelled,
         decided_.WaitForNotification();
         ended_[d] = SendDecision(*ch, commit_);
       }
-      {
-        absl::MutexLock lock(&mu_);
-        channels_[d] = nullptr;
-      }
+      Unregister(d);
       ch.reset();  // before Finish may return, as a joined thread would
       absl::MutexLock lock(&ended->mu);  // last: the fan-out may go now
       ++ended->tasks;
     });
   }
   if (meanwhile) meanwhile([this, &cancelled] { CheckOnce(cancelled); });
-  auto all_done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return done_ == n_;
+  WatchUntilReturned(cancelled);
+}
+
+void DeviceFanout::AwaitTasks() {
+  // As bounded as the calls: each ends by its stream's deadline.
+  Ended& ended = *ended_tasks_;
+  auto all_ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ended.mu) {
+    return ended.tasks == started_;
   };
-  mu_.Lock();
-  while (!mu_.AwaitWithTimeout(absl::Condition(&all_done),
-                               options_.liveness_poll)) {
-    mu_.Unlock();
-    CheckOnce(cancelled);
-    mu_.Lock();
-  }
-  mu_.Unlock();
+  absl::MutexLock lock(&ended.mu);
+  ended.mu.Await(absl::Condition(&all_ended));
 }
 
 std::vector<absl::Status> DeviceFanout::Finish(bool commit) {
@@ -176,22 +200,13 @@ std::vector<absl::Status> DeviceFanout::Finish(bool commit) {
     for (int64_t d = 0; d < n_; ++d) {
       if (serial_channels_[d] == nullptr) continue;
       ended_[d] = EndDecision(*serial_channels_[d]);
-      {
-        absl::MutexLock lock(&mu_);
-        channels_[d] = nullptr;
-      }
+      Unregister(d);
       serial_channels_[d].reset();
     }
   }
   commit_ = commit;
   decided_.Notify();
-  // As bounded as the calls: each ends by its stream's deadline.
-  Ended& ended = *ended_tasks_;
-  auto all_ended = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(ended.mu) {
-    return ended.tasks == started_;
-  };
-  absl::MutexLock lock(&ended.mu);
-  ended.mu.Await(absl::Condition(&all_ended));
+  AwaitTasks();
   return ended_;
 }
 

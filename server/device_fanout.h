@@ -6,12 +6,11 @@
 // so a client that left or a worker that stopped answering (SIGSTOP, cut
 // off) ends the job at once instead of at its deadline.
 //
-// A small job's calls may instead run `serial`ly on the calling thread:
-// it sends every device's request, then reads every device's answer in
-// turn. Its messages are few, so the calls need no threads of their own,
-// and the job saves two thread wake-ups per device (to start a call, and
-// to hand its answer on), the largest cost of a tiny job on a busy
-// coordinator.
+// A tiny job's calls may instead run `serial`ly on the calling thread: it
+// sends every device's request, then reads the answers in the order they
+// come in, while one pooled thread does the calling thread's usual part
+// (`meanwhile`, then the watching). The job then wakes two threads, not
+// two per device, the largest cost of a tiny job on a busy coordinator.
 //
 // A two-phase job's calls keep their streams open after they return,
 // until Finish sends them the commit decision.
@@ -83,8 +82,8 @@ class DeviceFanout {
   // aborts every device. `meanwhile` (may be null) runs on this thread
   // once the calls have started; the fan-out's own watching (every
   // liveness_poll until the calls return) begins after it. Serial: the
-  // calls run first, watched every liveness_poll while this thread waits
-  // for an answer, and `meanwhile` once they have returned.
+  // calls run on this thread, and `meanwhile` and the watching on a
+  // pooled one.
   void Run(const Call& call, const std::function<bool()>& cancelled,
            const Meanwhile& meanwhile = nullptr);
   // Per device: what its call returned.
@@ -103,10 +102,16 @@ class DeviceFanout {
   void Abort();
   // Aborts if the client left or a running device's worker is lost.
   void CheckOnce(const std::function<bool()>& cancelled);
-  // Run, serially.
-  void RunSerially(const Call& call, const std::function<bool()>& cancelled);
+  // The calls, serially (Run runs the watching meanwhile).
+  void RunSerially(const Call& call);
+  // Checks every liveness_poll until every call has returned.
+  void WatchUntilReturned(const std::function<bool()>& cancelled);
+  // Waits for the tasks Run started to end.
+  void AwaitTasks();
   // Device d's call has returned.
   void Returned(int64_t d);
+  // Device d's stream is going: Abort no longer reaches it.
+  void Unregister(int64_t d);
 
   const Options options_;
   DeviceThreads* const threads_;      // Not owned.

@@ -312,16 +312,6 @@ absl::StatusOr<DeviceResult> ReceiveShardCall(const JobPlan& plan, int64_t d,
   return result;
 }
 
-absl::StatusOr<DeviceResult> RunShardCall(const std::string& job_id,
-                                          const JobPlan& plan, int64_t d,
-                                          const ShardCallContext& context,
-                                          const ArrivingInputs& inputs,
-                                          ShardChannel& ch) {
-  SHARD_ASSIGN_OR_RETURN(const bool sent,
-                         SendShardCall(job_id, plan, d, context, inputs, ch));
-  return ReceiveShardCall(plan, d, context, sent, ch);
-}
-
 bool WriteDecision(ShardChannel& ch, bool commit) {
   v1::ShardRequest decision;
   decision.mutable_decision()->set_commit(commit);

@@ -53,25 +53,18 @@ struct ShardCallContext {
 // its workers from w0 again, and its tickets from 0.
 std::string TicketOwner(const WorkerPool::Worker& w, uint64_t epoch);
 
-// Runs device `d` of `plan` over `ch`; `inputs` are the whole arguments,
-// which may still be arriving: each piece goes out once its bytes are in.
-// Errors: the stream's final status (the worker's error, CANCELLED,
-// DEADLINE_EXCEEDED, UNAVAILABLE), the error of the client's arguments
-// (ArrivingInputs::Await), INTERNAL for a worker that breaks the
-// protocol, INVALID_ARGUMENT for malformed output headers or chunks,
-// RESOURCE_EXHAUSTED when the returned outputs pass max_job_bytes. On an
-// error the stream is finished (cancelled if the worker may still talk).
-absl::StatusOr<DeviceResult> RunShardCall(const std::string& job_id,
-                                          const JobPlan& plan, int64_t d,
-                                          const ShardCallContext& context,
-                                          const ArrivingInputs& inputs,
-                                          ShardChannel& ch);
-
-// RunShardCall in its two halves, for a caller that sends several
-// devices' requests before it reads their answers. SendShardCall sends the
-// request: false if the stream broke (ReceiveShardCall, given `sent`, then
-// says why); an error (the stream finished) if the arguments failed.
-// ReceiveShardCall reads the answer.
+// Device `d` of `plan` over `ch`, in two halves, so that a caller may send
+// several devices' requests before it reads their answers. `inputs` are
+// the whole arguments, which may still be arriving: each piece goes out
+// once its bytes are in. SendShardCall sends the request: false if the
+// stream broke (ReceiveShardCall, given `sent`, then says why); an error
+// if the arguments failed (ArrivingInputs::Await). ReceiveShardCall reads
+// the answer. Errors: the stream's final status (the worker's error,
+// CANCELLED, DEADLINE_EXCEEDED, UNAVAILABLE), INTERNAL for a worker that
+// breaks the protocol, INVALID_ARGUMENT for malformed output headers or
+// chunks, RESOURCE_EXHAUSTED when the returned outputs pass
+// max_job_bytes. On an error the stream is finished (cancelled if the
+// worker may still talk).
 absl::StatusOr<bool> SendShardCall(const std::string& job_id,
                                    const JobPlan& plan, int64_t d,
                                    const ShardCallContext& context,

@@ -74,10 +74,11 @@ class WorkerConnector {
     return Open(address, deadline);
   }
   // Whether a channel OpenSmall makes now for a call that ends by
-  // `deadline` sends without waiting for a stream to be made (a
-  // serial fan-out runs only then: it could not watch such a wait).
+  // `deadline` would find its stream up (a serial fan-out runs only then),
+  // and tell when it is readable (ShardChannel::Readable). False unless a
+  // connector knows.
   virtual bool SmallReady(const std::string& address, absl::Time deadline) {
-    return true;
+    return false;
   }
   // Tells the worker at `address` that the jobs of these tickets will not
   // come (Worker.SkipTickets). Errors: the call's.

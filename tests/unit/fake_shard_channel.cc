@@ -85,6 +85,7 @@ class FakeShardChannel final : public ShardChannel {
   // Notified when the stream is cancelled and when the clock moves.
   void SetReadableSignal(ChangeSignal* signal) override {
     absl::MutexLock lock(&c_->mu_);
+    if (signal_ != nullptr) c_->signals_.erase(c_->signals_.find(signal_));
     signal_ = signal;
     c_->signals_.insert(signal);
   }

@@ -77,6 +77,10 @@ class FakeWorkerConnector final : public WorkerConnector {
 
   std::unique_ptr<ShardChannel> Open(const std::string& address,
                                      absl::Time deadline) override;
+  // Its streams are always up, and tell when they are readable.
+  bool SmallReady(const std::string& address, absl::Time deadline) override {
+    return true;
+  }
   absl::Status SkipTickets(const std::string& address,
                            const v1::SkipTicketsRequest& request,
                            absl::Time deadline) override;

@@ -95,6 +95,23 @@ class JobRunnerFixture : public ::testing::Test {
   ResidentIndex index_{[](const std::string&) { return true; }};
 };
 
+// The fixture for tests that run the device calls both ways: each on its
+// own thread, and serially on the job's thread. Instantiate with
+// INSTANTIATE_TEST_SUITE_P(Calls, Suite, BothWays(), WayName).
+class JobRunnerBothWays : public JobRunnerFixture,
+                          public ::testing::WithParamInterface<JobLinks> {
+ protected:
+  JobRunnerBothWays() { links_ = GetParam(); }
+
+ public:
+  static auto BothWays() {
+    return ::testing::Values(JobLinks::kNever, JobLinks::kAlways);
+  }
+  static std::string WayName(const ::testing::TestParamInfo<JobLinks>& info) {
+    return info.param == JobLinks::kAlways ? "Serial" : "Threads";
+  }
+};
+
 }  // namespace shardmap
 
 #endif  // SHARDMAP_TESTS_UNIT_JOB_RUNNER_FIXTURE_H_

@@ -17,13 +17,8 @@
 namespace shardmap {
 namespace {
 
-// Every test runs the device calls both ways: each on its own thread,
-// and serially on the job's thread.
-class JobRunnerTest : public JobRunnerFixture,
-                      public ::testing::WithParamInterface<JobLinks> {
- protected:
-  JobRunnerTest() { links_ = GetParam(); }
-};
+// Every test runs the device calls both ways.
+class JobRunnerTest : public JobRunnerBothWays {};
 
 TEST_P(JobRunnerTest, AssemblesTheOutputFromEveryDevice) {
   const JobPlan plan = IdentityPlan(4, "P('x')");
@@ -130,12 +125,8 @@ TEST_P(JobRunnerTest, CopiesThatDifferFailCheckRepNamingOutputAxisDevices) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Calls, JobRunnerTest,
-                         ::testing::Values(JobLinks::kNever, JobLinks::kAlways),
-                         [](const ::testing::TestParamInfo<JobLinks>& info) {
-                           return info.param == JobLinks::kAlways ? "Serial"
-                                                                  : "Threads";
-                         });
+INSTANTIATE_TEST_SUITE_P(Calls, JobRunnerTest, JobRunnerBothWays::BothWays(),
+                         JobRunnerBothWays::WayName);
 
 }  // namespace
 }  // namespace shardmap

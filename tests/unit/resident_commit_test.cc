@@ -19,13 +19,8 @@
 namespace shardmap {
 namespace {
 
-// Every test runs the device calls both ways: each on its own thread,
-// and serially on the job's thread.
-class ResidentCommitTest : public JobRunnerFixture,
-                           public ::testing::WithParamInterface<JobLinks> {
- protected:
-  ResidentCommitTest() { links_ = GetParam(); }
-};
+// Every test runs the device calls both ways.
+class ResidentCommitTest : public JobRunnerBothWays {};
 
 TEST_P(ResidentCommitTest, ACommitEveryWorkerConfirmsIsPublished) {
   const uint64_t before = Resident("A");
@@ -158,11 +153,8 @@ TEST_P(ResidentCommitTest, ACancelBeforeTheDecisionCommitsNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Calls, ResidentCommitTest,
-                         ::testing::Values(JobLinks::kNever, JobLinks::kAlways),
-                         [](const ::testing::TestParamInfo<JobLinks>& info) {
-                           return info.param == JobLinks::kAlways ? "Serial"
-                                                                  : "Threads";
-                         });
+                         JobRunnerBothWays::BothWays(),
+                         JobRunnerBothWays::WayName);
 
 }  // namespace
 }  // namespace shardmap
