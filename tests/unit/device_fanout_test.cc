@@ -63,11 +63,12 @@ TEST_P(DeviceFanoutTest, TheJobsOwnWorkRunsWhileTheCallsWaitAndCanAbortThem) {
       Calls(), [&] { return client_left.load(); },
       [&](const std::function<void()>& watch) {
         // Device 0 waits for its answer meanwhile (serially: on the
-        // thread that runs the calls).
+        // thread that runs the calls), once device 1 is done.
         saw_the_wait = connector_.WaitFor(
             [&] {
               connector_.AssertHeld();
-              return connector_.WaitingLocked(workers_[0].address) == 1;
+              return connector_.WaitingLocked(workers_[0].address) == 1 &&
+                     connector_.FinishedLocked(workers_[1].address) == 1;
             },
             absl::Seconds(20));
         client_left = true;
