@@ -6,6 +6,7 @@
 #include <grpcpp/support/slice.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -45,12 +46,14 @@ void ReleaseOwner(void* owner) {
 std::vector<grpc::Slice> BytesSlices(const LentChunk& chunk) {
   std::vector<grpc::Slice> slices;
   if (chunk.owner == nullptr || chunk.size() < kLendMinBytes) {
-    std::string bytes;
-    bytes.reserve(chunk.size());
+    // One copy, straight into a slice of gRPC's.
+    grpc_slice copy = grpc_slice_malloc(chunk.size());
+    uint8_t* out = GRPC_SLICE_START_PTR(copy);
     for (absl::string_view piece : chunk.pieces) {
-      bytes.append(piece.data(), piece.size());
+      std::memcpy(out, piece.data(), piece.size());
+      out += piece.size();
     }
-    slices.emplace_back(bytes);
+    slices.emplace_back(copy, grpc::Slice::STEAL_REF);
     return slices;
   }
   for (absl::string_view piece : chunk.pieces) {

@@ -52,6 +52,18 @@ void DeviceFanout::CheckOnce(const std::function<bool()>& cancelled) {
   }
 }
 
+std::unique_ptr<ShardChannel> DeviceFanout::OpenRegistered(int64_t d) {
+  std::unique_ptr<ShardChannel> ch =
+      options_.small || options_.serial
+          ? connector_->OpenSmall(workers_[d].address, deadline_)
+          : connector_->Open(workers_[d].address, deadline_);
+  if (options_.serial) ch->SetReadableSignal(&readable_);
+  absl::MutexLock lock(&mu_);
+  channels_[d] = ch.get();
+  if (aborted_) ch->Cancel();
+  return ch;
+}
+
 void DeviceFanout::Unregister(int64_t d) {
   absl::MutexLock lock(&mu_);
   channels_[d] = nullptr;
@@ -82,14 +94,8 @@ void DeviceFanout::RunSerially(const Call& call) {
   std::vector<absl::StatusOr<bool>> sent(n_, false);
   std::vector<int64_t> waiting;  // devices whose answer is still to read
   for (int64_t d = 0; d < n_; ++d) {
-    serial_channels_[d] = connector_->OpenSmall(workers_[d].address, deadline_);
+    serial_channels_[d] = OpenRegistered(d);
     ShardChannel& ch = *serial_channels_[d];
-    ch.SetReadableSignal(&readable_);
-    {
-      absl::MutexLock lock(&mu_);
-      channels_[d] = &ch;
-      if (aborted_) ch.Cancel();
-    }
     sent[d] = call.send(d, ch);
     if (sent[d].ok() && *sent[d]) {
       waiting.push_back(d);
@@ -156,14 +162,7 @@ void DeviceFanout::Run(const Call& call, const std::function<bool()>& cancelled,
   for (int64_t d = 0; d < n_; ++d) {
     threads_->Run([this, &call, log_context, d, ended = ended_tasks_] {
       ScopedLogContext in_thread(log_context);  // logs and traceparent
-      std::unique_ptr<ShardChannel> ch =
-          options_.small ? connector_->OpenSmall(workers_[d].address, deadline_)
-                         : connector_->Open(workers_[d].address, deadline_);
-      {
-        absl::MutexLock lock(&mu_);
-        channels_[d] = ch.get();
-        if (aborted_) ch->Cancel();
-      }
+      std::unique_ptr<ShardChannel> ch = OpenRegistered(d);
       results_[d] = call.receive(d, call.send(d, *ch), *ch);
       if (!results_[d].ok()) Abort();
       Returned(d);

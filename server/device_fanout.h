@@ -110,6 +110,10 @@ class DeviceFanout {
   void AwaitTasks();
   // Device d's call has returned.
   void Returned(int64_t d);
+  // Opens device d's stream (OpenSmall for a small or serial job; a
+  // serial job's notifies readable_), where Abort reaches it, and cancels
+  // it at once if the fan-out was aborted.
+  std::unique_ptr<ShardChannel> OpenRegistered(int64_t d);
   // Device d's stream is going: Abort no longer reaches it.
   void Unregister(int64_t d);
 

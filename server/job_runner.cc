@@ -99,7 +99,7 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   // A tiny one's calls run on this thread, one after another: its
   // arguments come first, all of them (a few messages at most), so that no
   // call waits for the client's bytes while the others wait for it.
-  // Only on links already up: the calls' sends then never wait.
+  // Only on links already up, whose calls say when their answer is in.
   fanout_options.serial =
       fanout_options.small && plan.input_bytes() <= kSerialJobBytes &&
       std::all_of(workers.begin(), workers.end(),

@@ -60,6 +60,11 @@ bool ShardLink::WaitReady(absl::Time deadline,
   return ready_ && !failed_;
 }
 
+bool ShardLink::ready() {
+  absl::MutexLock lock(&mu_);
+  return ready_ && !failed_;
+}
+
 absl::Status ShardLink::status() {
   absl::MutexLock lock(&mu_);
   return status_;
@@ -163,9 +168,7 @@ bool ShardLinks::Ready(const std::string& address, absl::Time deadline) {
     if (it == links_.end()) return false;
     link = it->second;
   }
-  static const std::atomic<bool> kNotCancelled{false};
-  return link->expires() - kLinkMargin >= deadline &&
-         link->WaitReady(absl::InfinitePast(), kNotCancelled);
+  return link->expires() - kLinkMargin >= deadline && link->ready();
 }
 
 absl::StatusOr<std::shared_ptr<ShardLink>> ShardLinks::Acquire(

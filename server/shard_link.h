@@ -49,6 +49,8 @@ class ShardLink final : public grpc::ClientBidiReactor<v1::ShardLinkRequest,
   // Waits until the worker has said it serves the link (true), or until
   // the link failed, `deadline` passed or `cancelled` turned true (false).
   bool WaitReady(absl::Time deadline, const std::atomic<bool>& cancelled);
+  // Whether the worker has said it serves the link, and it has not failed.
+  bool ready();
   // Why the link failed (OK while it has not).
   absl::Status status();
   bool failed();

@@ -232,16 +232,26 @@ TEST(ShardLinkTest, ACallEndsAtItsDeadlineOnBothSides) {
   EXPECT_EQ(Eventually(worker.saw_cancel), 1);
 }
 
-// A caller reading several calls as their answers come: the call says
-// when its answer is in, and notifies the caller's signal.
-TEST(ShardLinkTest, ACallSaysWhenItsAnswerIsInAndNotifiesTheSignal) {
+// A call to a link worker for a caller reading several calls as their
+// answers come (the serial fan-out): its channel notifies `signal`.
+struct SignalledCall {
   LinkWorker worker;
   ChannelCache channels;
-  GrpcWorkerConnector connector(&channels);
-  ChangeSignal signal;
-  auto ch =
-      connector.OpenSmall(worker.address(), absl::Now() + absl::Seconds(30));
-  ch->SetReadableSignal(&signal);
+  GrpcWorkerConnector connector{&channels};
+  ChangeSignal signal;  // outlives the channels a test opens after it
+  std::unique_ptr<ShardChannel> Open() {
+    auto ch =
+        connector.OpenSmall(worker.address(), absl::Now() + absl::Seconds(60));
+    ch->SetReadableSignal(&signal);
+    return ch;
+  }
+};
+
+// The call says when its answer is in, and notifies the caller's signal.
+TEST(ShardLinkTest, ACallSaysWhenItsAnswerIsInAndNotifiesTheSignal) {
+  SignalledCall call;
+  ChangeSignal& signal = call.signal;
+  auto ch = call.Open();
   const uint64_t seen = signal.generation();
   ASSERT_TRUE(ch->Write(Job("echo")));
   ASSERT_TRUE(ch->WriteLast(Chunk("abc")));
@@ -255,15 +265,11 @@ TEST(ShardLinkTest, ACallSaysWhenItsAnswerIsInAndNotifiesTheSignal) {
 }
 
 TEST(ShardLinkTest, AWaitingCallIsNotReadableUntilCancelled) {
-  LinkWorker worker;
-  ChannelCache channels;
-  GrpcWorkerConnector connector(&channels);
-  ChangeSignal signal;
-  auto ch =
-      connector.OpenSmall(worker.address(), absl::Now() + absl::Seconds(60));
-  ch->SetReadableSignal(&signal);
+  SignalledCall call;
+  ChangeSignal& signal = call.signal;
+  auto ch = call.Open();
   ASSERT_TRUE(ch->WriteLast(Job("wait")));
-  ASSERT_EQ(Eventually(worker.running), 1);
+  ASSERT_EQ(Eventually(call.worker.running), 1);
   EXPECT_FALSE(ch->Readable());
   const uint64_t seen = signal.generation();
   ch->Cancel();
