@@ -62,6 +62,8 @@ int StatusCommand(const QueryFlags& f) {
     j["version"] = status->version();
     j["jobs_completed"] = status->jobs_completed();
     j["jobs_failed"] = status->jobs_failed();
+    j["jobs_running"] = status->jobs_running();
+    j["jobs_waiting"] = status->jobs_waiting();
     j["expected_workers"] = status->expected_workers();
     j["complete"] = status->complete();
     j["workers"] = nlohmann::json::array();
@@ -81,7 +83,8 @@ int StatusCommand(const QueryFlags& f) {
             << status->version() << "): " << status->workers_size()
             << " live worker" << (status->workers_size() == 1 ? "" : "s")
             << ", " << status->jobs_completed() << " jobs completed, "
-            << status->jobs_failed() << " failed\n";
+            << status->jobs_failed() << " failed, " << status->jobs_running()
+            << " running, " << status->jobs_waiting() << " waiting\n";
   for (const auto& w : status->workers()) {
     std::cout << absl::StrFormat(
         "  %-4s %-22s %slast heartbeat %.1fs ago\n", w.worker_id(), w.address(),

@@ -134,9 +134,18 @@ struct Coordinator::Services {
         arrays(&jobs->index, &jobs->locks, &workers->pool, &workers->calls,
                &jobs->call_registry),
         planner(jobs->catalog.get(), &jobs->index, &jobs->program_cache),
-        coordinator(ServiceOptions(options, jobs, &planner), &job_service,
-                    &arrays, &workers->pool, &jobs->watchdog),
-        registry(&workers->pool, &jobs->index) {}
+        coordinator(
+            ServiceOptions(options, jobs, &planner, &admission, &job_threads),
+            &job_service, &arrays, &workers->pool, &jobs->watchdog),
+        registry(&workers->pool, &jobs->index),
+        admission(AdmissionOptions(options)) {}
+
+  static JobAdmission::Options AdmissionOptions(const Options& options) {
+    JobAdmission::Options admission;
+    admission.max_running = options.max_concurrent_jobs;
+    admission.max_queued = options.max_queued_jobs;
+    return admission;
+  }
 
   static JobService::Options JobOptions(const Options& options, Jobs* state,
                                         Observability* observability) {
@@ -144,7 +153,6 @@ struct Coordinator::Services {
     jobs.catalog = state->catalog.get();
     jobs.programs = &state->program_cache;
     jobs.max_job_bytes = options.max_job_bytes;
-    jobs.max_concurrent_jobs = options.max_concurrent_jobs;
     if (observability->metrics_endpoint) {
       CoordinatorMetrics* metrics = &observability->metrics;
       jobs.on_job_done = [metrics](const std::string& function,
@@ -160,15 +168,17 @@ struct Coordinator::Services {
     return jobs;
   }
 
-  static CoordinatorService::Options ServiceOptions(const Options& options,
-                                                    Jobs* jobs,
-                                                    PlanService* planner) {
+  static CoordinatorService::Options ServiceOptions(
+      const Options& options, Jobs* jobs, PlanService* planner,
+      JobAdmission* admission, DeviceThreads* job_threads) {
     CoordinatorService::Options service;
     service.catalog = jobs->catalog.get();
     service.planner = planner;
     service.max_job_time = options.max_job_time;
     service.expected_workers = options.expect_workers;
     service.gate = &jobs->gate;
+    service.admission = admission;
+    service.job_threads = job_threads;
     return service;
   }
 
@@ -177,6 +187,11 @@ struct Coordinator::Services {
   PlanService planner;
   CoordinatorService coordinator;
   RegistryService registry;
+  // RunJob's turns, and the threads admitted jobs run on (a call waiting
+  // for its turn holds none). Declared last: destroyed first, once every
+  // job that runs on them has returned, before the services they use.
+  JobAdmission admission;
+  DeviceThreads job_threads;
 };
 
 Coordinator::Coordinator(const Options& options) : options_(options) {}

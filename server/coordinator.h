@@ -41,6 +41,9 @@ class Coordinator {
     absl::Duration collective_timeout = absl::Seconds(30);
     uint64_t max_job_bytes = uint64_t{16} << 30;
     int max_concurrent_jobs = 64;  // 0: no limit
+    // Jobs that wait for a turn beyond those (--max-queued-jobs); one more
+    // is refused. 0: none wait.
+    int max_queued_jobs = 1024;
     int64_t expect_workers = 0;
     absl::Duration init_timeout = absl::Seconds(30);
     // Idempotency memory (--call-memory, --call-memory-bytes).

@@ -17,10 +17,6 @@
 namespace shardmap {
 namespace {
 
-// The RunJob call as JobService reads and writes it.
-using JobStreamAdapter =
-    RawStreamAdapter<JobStream, v1::RunJobRequest, v1::RunJobResponse>;
-
 // The blocks a registering worker reports, with their arrays' layouts
 // where it says them.
 std::vector<ReportedBlock> ReportedBlocks(const v1::RegisterRequest& request) {
@@ -44,45 +40,37 @@ std::vector<ReportedBlock> ReportedBlocks(const v1::RegisterRequest& request) {
   return blocks;
 }
 
+RunJobCall::Services RunJobServices(const CoordinatorService::Options& options,
+                                    JobService* jobs,
+                                    DeadlineWatchdog* watchdog) {
+  RunJobCall::Services s;
+  s.jobs = jobs;
+  s.admission = options.admission;
+  s.threads = options.job_threads;
+  s.watchdog = watchdog;
+  s.gate = options.gate;
+  s.max_job_time = options.max_job_time;
+  return s;
+}
+
 }  // namespace
 
 CoordinatorService::CoordinatorService(const Options& options, JobService* jobs,
                                        ArrayService* arrays, WorkerPool* pool,
                                        DeadlineWatchdog* watchdog)
     : options_(options),
+      run_job_(RunJobServices(options, jobs, watchdog)),
       jobs_(jobs),
       arrays_(arrays),
       pool_(pool),
       watchdog_(watchdog) {
-  MarkMethodStreamed(MethodIndex("shardmap.v1.Coordinator", "RunJob"),
-                     RawBidiHandler(this, &CoordinatorService::RunJob));
-}
-
-grpc::Status CoordinatorService::RunJob(grpc::ServerContext* context,
-                                        RawServerStream* stream) {
-  JobCall call;
-  call.start = absl::Now();
-  call.deadline = Deadline(*context, call.start);
-  const Traceparent span = ServerSpan(*context);
-  call.trace_id = span.trace_id;
-  call.span_id = span.span_id;
-  // The workers' streams end at the deadline and the job fails with
-  // DEADLINE_EXCEEDED. The watchdog, a little later, cancels the call to
-  // end a read or write that waits on a stalled client (a cancelled call
-  // cannot report that status).
-  auto watch = watchdog_->Start(call.deadline + absl::Milliseconds(500),
-                                [context] { context->TryCancel(); });
-  std::unique_ptr<DrainGate::Pass> pass;  // held until the job ends
-  if (options_.gate != nullptr) {
-    auto entered = options_.gate->Enter(context);
-    if (entered.ok()) {
-      pass = *std::move(entered);
-    } else {
-      call.refused = entered.status();
-    }
-  }
-  JobStreamAdapter adapter(context, stream);
-  return ToGrpcStatus(jobs_->Run(call, &adapter));
+  MarkMethodRawCallback(
+      MethodIndex("shardmap.v1.Coordinator", "RunJob"),
+      new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer,
+                                              grpc::ByteBuffer>(
+          [this](grpc::CallbackServerContext* context) {
+            return RunJobCall::Start(run_job_, context);
+          }));
 }
 
 absl::Time CoordinatorService::Deadline(const grpc::ServerContext& context,
@@ -158,6 +146,8 @@ grpc::Status CoordinatorService::GetClusterStatus(
   response->set_complete(pool_->CheckComplete(options_.expected_workers).ok());
   response->set_jobs_completed(jobs_->completed());
   response->set_jobs_failed(jobs_->failed());
+  response->set_jobs_running(options_.admission->running());
+  response->set_jobs_waiting(options_.admission->queued());
   response->set_version(SHARDMAP_VERSION);
   return grpc::Status::OK;
 }

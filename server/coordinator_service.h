@@ -10,14 +10,16 @@
 #include <cstdint>
 
 #include "absl/time/time.h"
+#include "core/device_threads.h"
 #include "rpc/drain_gate.h"
-#include "rpc/raw_method.h"
 #include "server/array_service.h"
 #include "server/deadline_watchdog.h"
 #include "server/function_catalog.h"
+#include "server/job_admission.h"
 #include "server/job_service.h"
 #include "server/plan_service.h"
 #include "server/resident_index.h"
+#include "server/run_job_call.h"
 #include "server/worker_pool.h"
 #include "shardmap/v1/coordinator.grpc.pb.h"
 #include "shardmap/v1/registry.grpc.pb.h"
@@ -38,16 +40,20 @@ class CoordinatorService final : public v1::Coordinator::Service {
     // owned.
     FunctionCatalog* catalog = nullptr;
     const PlanService* planner = nullptr;
+    // RunJob's turns and the threads its jobs run on. Required; not owned.
+    JobAdmission* admission = nullptr;
+    DeviceThreads* job_threads = nullptr;
   };
   // None is owned.
   CoordinatorService(const Options& options, JobService* jobs,
                      ArrayService* arrays, WorkerPool* pool,
                      DeadlineWatchdog* watchdog);
 
-  // RunJob, served over byte buffers (its generated handler is replaced)
-  // so that returned outputs go to the client without a copy; on the wire
-  // it is the same RunJobRequest / RunJobResponse stream.
-  grpc::Status RunJob(grpc::ServerContext* context, RawServerStream* stream);
+  // RunJob is served on the callback API over byte buffers (its generated
+  // handler is replaced; server/run_job_call.h), so that a job waiting for
+  // its turn holds no thread and returned outputs go to the client without
+  // a copy; on the wire it is the same RunJobRequest / RunJobResponse
+  // stream.
   grpc::Status ListFunctions(grpc::ServerContext* context,
                              const v1::ListFunctionsRequest* request,
                              v1::ListFunctionsResponse* response) override;
@@ -82,6 +88,7 @@ class CoordinatorService final : public v1::Coordinator::Service {
                       absl::Time start) const;
 
   const Options options_;
+  const RunJobCall::Services run_job_;
   JobService* const jobs_;            // Not owned.
   ArrayService* const arrays_;        // Not owned.
   WorkerPool* const pool_;            // Not owned.

@@ -64,21 +64,6 @@ absl::Status Replay(const std::string& call_id,
   return ResultWriter(stream).Answer(result, done.outputs, inline_outputs);
 }
 
-// Counts a Run in progress for as long as it lives.
-class Running {
- public:
-  explicit Running(std::atomic<int>* n) : n_(n), others_((*n)++) {}
-  ~Running() { --*n_; }
-  Running(const Running&) = delete;
-  Running& operator=(const Running&) = delete;
-  // How many other Runs were in progress when this one began.
-  int others() const { return others_; }
-
- private:
-  std::atomic<int>* const n_;
-  const int others_;
-};
-
 // The job's client as the runner streams it the outputs: the result is
 // made when their headers are known.
 class ClientSink : public ResultSink {
@@ -136,15 +121,9 @@ absl::Status JobService::Run(const JobCall& call, JobStream* stream) {
 
 absl::Status JobService::RunJob(const std::string& job_id, const JobCall& call,
                                 JobStream* stream, JobEnd* end) {
+  // Refused (by the drain gate, or the job queue) before anything is read
+  // or allocated.
   SHARD_RETURN_IF_ERROR(call.refused);
-  // Refused before anything is read or allocated.
-  const Running running(&running_);
-  if (options_.max_concurrent_jobs > 0 &&
-      running.others() >= options_.max_concurrent_jobs) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the coordinator already runs ", running.others(),
-                     " jobs, its --max-concurrent-jobs limit; retry later"));
-  }
   v1::RunJobRequest request;
   if (!stream->Read(&request) || !request.has_spec()) {
     return absl::InvalidArgumentError(

@@ -1,5 +1,6 @@
 // A client's job on the coordinator, from its first message to its last,
-// without gRPC: admission (the concurrent job limit, cluster bring-up),
+// without gRPC: admission (cluster bring-up; the concurrent job limit is
+// the caller's, server/job_admission.h),
 // idempotency (a call_id runs once; a retry is answered from its first
 // run), the locks on the resident arrays it reads and writes (AccessOf in
 // planner.h), planning, the byte quota, receiving the arguments, running
@@ -37,7 +38,8 @@ struct JobCall {
   std::string trace_id;
   std::string span_id;
   // Not OK when the server refused the call before it began (it drains
-  // after SIGTERM): the job fails with it.
+  // after SIGTERM, its job queue is full, the call ended while it waited
+  // for a turn): the job fails with it.
   absl::Status refused;
 };
 
@@ -47,8 +49,6 @@ class JobService {
     // Largest total of argument bytes one job may bring (--max-job-bytes;
     // the job runner adds the returned outputs to it).
     uint64_t max_job_bytes = uint64_t{16} << 30;
-    // Jobs running at once; one more is RESOURCE_EXHAUSTED (0: no limit).
-    int max_concurrent_jobs = 64;
     // When set, every job first calls it with its deadline and fails with
     // its error: holds jobs while the cluster comes up
     // (CoordinatorHealth::AwaitBringUp).
@@ -79,8 +79,8 @@ class JobService {
   JobService& operator=(const JobService&) = delete;
 
   // Runs the job `stream` carries and answers it there. Errors, in the
-  // order they are checked: call.refused; RESOURCE_EXHAUSTED at the
-  // concurrent job limit; INVALID_ARGUMENT for a stream that does not
+  // order they are checked: call.refused; INVALID_ARGUMENT for a stream
+  // that does not
   // start with a JobSpec; await_bring_up's; CallRegistry::Begin's (a
   // call_id used for another request, or whose first run still runs at
   // the deadline); INVALID_ARGUMENT for a retry with other argument data,
@@ -116,7 +116,6 @@ class JobService {
   NameLocks* const locks_;      // Not owned.
   CallRegistry* const calls_;   // Not owned; may be null.
   std::atomic<int64_t> next_job_{0};
-  std::atomic<int> running_{0};  // Run calls in progress
   std::atomic<int64_t> completed_{0};
   std::atomic<int64_t> failed_{0};
 };

@@ -41,14 +41,22 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   uint64_t max_job_bytes = uint64_t{16} << 30;
   int max_concurrent_jobs = 64;
+  int max_queued_jobs = 1024;
   app.add_option("--max-job-bytes", max_job_bytes,
                  "largest job: its argument bytes plus the bytes of the "
                  "outputs it returns, checked before they are allocated")
       ->capture_default_str();
   app.add_option("--max-concurrent-jobs", max_concurrent_jobs,
-                 "jobs running at once; more are refused with "
-                 "RESOURCE_EXHAUSTED (0: no limit)")
-      ->capture_default_str();
+                 "jobs running at once; more wait for a turn, in order of "
+                 "arrival (0: no limit)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-queued-jobs", max_queued_jobs,
+                 "jobs waiting for a turn; one more is refused with "
+                 "RESOURCE_EXHAUSTED (0: refused whenever "
+                 "--max-concurrent-jobs run)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   int64_t expect_workers = 0;
   double init_timeout = 30;
   app.add_option("--expect-workers", expect_workers,
@@ -116,6 +124,7 @@ int main(int argc, char** argv) {
   options.collective_timeout = absl::Seconds(collective_timeout);
   options.max_job_bytes = max_job_bytes;
   options.max_concurrent_jobs = max_concurrent_jobs;
+  options.max_queued_jobs = max_queued_jobs;
   options.expect_workers = expect_workers;
   options.init_timeout = absl::Seconds(init_timeout);
   options.call_memory = absl::Seconds(call_memory);

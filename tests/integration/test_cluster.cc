@@ -24,6 +24,8 @@ TestCluster::TestCluster(const Options& options) {
   coordinator.listen = "127.0.0.1:0";
   coordinator.heartbeat_timeout = options.heartbeat_timeout;
   coordinator.heartbeat_interval = absl::Milliseconds(50);
+  coordinator.max_concurrent_jobs = options.max_concurrent_jobs;
+  coordinator.max_queued_jobs = options.max_queued_jobs;
   coordinator_ = OrAbort(Coordinator::Create(coordinator));
   for (int i = 0; i < options.num_workers; ++i) {
     Worker::Options worker;

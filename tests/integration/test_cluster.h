@@ -23,6 +23,9 @@ class TestCluster {
   struct Options {
     int num_workers = 4;
     absl::Duration heartbeat_timeout = absl::Seconds(10);
+    // The coordinator's --max-concurrent-jobs and --max-queued-jobs.
+    int max_concurrent_jobs = 64;
+    int max_queued_jobs = 1024;
   };
   // Aborts if a process cannot start or the workers do not register.
   explicit TestCluster(const Options& options);

@@ -236,7 +236,11 @@ class StatusAndFunctionsTest(unittest.TestCase):
     def test_status_lists_live_workers(self):
         code, out, err = shardctl("status", "--coordinator", ADDRESS, "--json")
         self.assertEqual(code, 0, err)
-        self.assertEqual(len(json.loads(out)["workers"]), 8)
+        status = json.loads(out)
+        self.assertEqual(len(status["workers"]), 8)
+        # Far below --max-concurrent-jobs, no job waits for a turn.
+        self.assertGreaterEqual(status["jobs_running"], 0)
+        self.assertEqual(status["jobs_waiting"], 0)
 
     def test_functions_lists_builtins_with_signatures(self):
         code, out, err = shardctl("functions", "--coordinator", ADDRESS, "--json")

@@ -1,6 +1,7 @@
 """Resource limits end to end (docs/RELIABILITY.md, scenarios 10 and 11):
 the coordinator's --max-job-bytes (arguments plus returned outputs,
-refused before allocating) and --max-concurrent-jobs, the worker's
+refused before allocating) and --max-concurrent-jobs with
+--max-queued-jobs, the worker's
 --memory-budget (resident arrays plus job buffers), arrays over 4 MiB
 bit-exact through the chunked streams, and one oversize message refused
 with RESOURCE_EXHAUSTED. An array over 2 GiB is huge_array_test's.
@@ -86,7 +87,10 @@ class CoordinatorLimitsTest(unittest.TestCase):
 class ConcurrentJobsTest(unittest.TestCase):
 
     def test_one_job_too_many_is_refused(self):
-        cluster = Cluster(1, ["--max-concurrent-jobs", "1"])
+        # No job may wait for a turn: the second is refused at once (a
+        # queue, the default, is job_queue_test's).
+        cluster = Cluster(1, ["--max-concurrent-jobs", "1",
+                              "--max-queued-jobs", "0"])
         try:
             x = save(np.ones((4,), np.float64))
             job = ["--mesh", "x=1", "--fn", "identity", "--arg", x,
@@ -100,6 +104,7 @@ class ConcurrentJobsTest(unittest.TestCase):
             p = cluster.run(*job)
             self.assertEqual(p.returncode, 75, p.stderr)
             self.assertIn("--max-concurrent-jobs", p.stderr)
+            self.assertIn("--max-queued-jobs", p.stderr)
             os.kill(cluster.workers[0].proc.pid, signal.SIGCONT)
             first.wait(timeout=30)
             harness.wait_for_workers(cluster.address, 1)

@@ -188,28 +188,25 @@ TEST_F(JobServiceTest, ASmallAnswerIsOneMessageWhenTheClientTakesIt) {
   EXPECT_EQ(Values(big_stream.Output(0)), want);
 }
 
-TEST_F(JobServiceTest, RefusesAJobOverTheConcurrentLimit) {
-  JobService::Options options;
-  options.max_concurrent_jobs = 1;
-  Service(options);
-  workers_.HoldNext(1);
+// A call refused before it began (the drain gate, a full job queue: the
+// glue decides) fails with that status, reads nothing, starts nothing and
+// counts as failed.
+TEST_F(JobServiceTest, ACallRefusedBeforeItBeganFailsWithoutReading) {
   const Tensor x = Floats({1, 2, 3, 4});
-  auto first = Start(Spec("neg", {4}), x);
-  ASSERT_TRUE(WaitUntil([&] { return workers_.waiting() == 1; }));
-
-  FakeJobStream second(Spec("neg", {4}), {&x});
-  EXPECT_TRUE(StatusIs(Service().Run(Call(), &second),
+  FakeJobStream refused_stream(Spec("neg", {4}), {&x});
+  JobCall call = Call();
+  call.refused = absl::ResourceExhaustedError("the job queue is full");
+  EXPECT_TRUE(StatusIs(Service().Run(call, &refused_stream),
                        absl::StatusCode::kResourceExhausted,
-                       {"already runs 1 jobs", "--max-concurrent-jobs"}));
-  EXPECT_EQ(second.reads(), 0u);  // refused before reading anything
-  EXPECT_EQ(workers_.opened(), 1);
-
-  workers_.Release();
-  ASSERT_TRUE(first->Join().ok());
-  EXPECT_EQ(Values(first->stream->Output(0)),
-            (std::vector<float>{-1, -2, -3, -4}));
-  EXPECT_EQ(Service().completed(), 1);
+                       {"the job queue is full"}));
+  EXPECT_EQ(refused_stream.reads(), 0u);
+  EXPECT_EQ(workers_.opened(), 0);
   EXPECT_EQ(Service().failed(), 1);
+
+  FakeJobStream next(Spec("neg", {4}), {&x});
+  ASSERT_TRUE(Service().Run(Call(), &next).ok());
+  EXPECT_EQ(Values(next.Output(0)), (std::vector<float>{-1, -2, -3, -4}));
+  EXPECT_EQ(Service().completed(), 1);
 }
 
 TEST_F(JobServiceTest, AnswersARetryOfACallIdFromItsFirstRun) {

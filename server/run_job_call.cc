@@ -1,0 +1,89 @@
+#include "server/run_job_call.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "rpc/grpc_status.h"
+#include "rpc/raw_stream_adapter.h"
+#include "rpc/trace_context.h"
+
+namespace shardmap {
+namespace {
+
+// The RunJob call as JobService reads and writes it.
+using JobStreamAdapter =
+    RawStreamAdapter<JobStream, v1::RunJobRequest, v1::RunJobResponse>;
+
+}  // namespace
+
+RunJobCall::RunJobCall(const Services& services,
+                       grpc::CallbackServerContext* context)
+    : services_(services), context_(context) {}
+
+RunJobCall* RunJobCall::Start(const Services& services,
+                              grpc::CallbackServerContext* context) {
+  // gRPC binds the call to this reactor only once Start returns, so none of
+  // its reactions (OnCancel, OnDone) runs before; the job may start sooner,
+  // on a pooled thread, and then waits for the call's messages.
+  auto* c = new RunJobCall(services, context);
+  JobCall& call = c->call_;
+  call.start = absl::Now();
+  call.deadline = std::min(call.start + services.max_job_time,
+                           absl::FromChrono(context->deadline()));
+  const Traceparent span = ServerSpan(*context);
+  call.trace_id = span.trace_id;
+  call.span_id = span.span_id;
+  // The workers' streams end at the deadline and the job fails with
+  // DEADLINE_EXCEEDED. The watchdog, a little later, cancels the call to end
+  // a read or write that waits on a stalled client, or a wait in the queue
+  // (a cancelled call cannot report its status). TryCancel runs none of the
+  // call's reactions on the watchdog's thread: gRPC schedules them.
+  c->watch_ = services.watchdog->Start(call.deadline + absl::Milliseconds(500),
+                                       [context] { context->TryCancel(); });
+  if (services.gate != nullptr) {
+    auto entered = services.gate->Enter(context);
+    if (!entered.ok()) {
+      c->Refuse(entered.status());
+      return c;
+    }
+    c->pass_ = *std::move(entered);
+  }
+  absl::StatusOr<uint64_t> ticket = services.admission->Submit(
+      [c] { c->services_.threads->Run([c] { c->Run(); }); });
+  if (!ticket.ok()) {
+    c->Refuse(ticket.status());
+    return c;
+  }
+  c->ticket_ = static_cast<int64_t>(*ticket);
+  return c;
+}
+
+void RunJobCall::Run() {
+  JobStreamAdapter stream(context_, this, this);
+  const absl::Status s = services_.jobs->Run(call_, &stream);
+  services_.admission->Done();
+  FinishWhenWritten(ToGrpcStatus(s));
+}
+
+void RunJobCall::Refuse(absl::Status why) {
+  call_.refused = std::move(why);
+  JobStreamAdapter stream(context_, this, this);
+  FinishWhenWritten(ToGrpcStatus(services_.jobs->Run(call_, &stream)));
+}
+
+void RunJobCall::OnCancel() {
+  BlockingServerStream::OnCancel();
+  const int64_t ticket = ticket_.load();
+  if (ticket < 0 ||
+      !services_.admission->Withdraw(static_cast<uint64_t>(ticket))) {
+    return;  // running (it sees the cancel), or refused: it ends by itself
+  }
+  Refuse(absl::CancelledError(absl::StrCat(
+      "the call ended (cancelled by its client, or its deadline passed) "
+      "while the job waited for a turn: ",
+      services_.admission->running(), " jobs run, ",
+      services_.admission->queued(), " wait")));
+}
+
+}  // namespace shardmap

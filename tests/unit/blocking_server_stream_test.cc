@@ -1,0 +1,210 @@
+// BlockingServerStream against a real gRPC server on 127.0.0.1:0: each call
+// is handed to an "owner" thread that uses the stream as a synchronous
+// handler would, as the coordinator's RunJob does.
+#include "rpc/blocking_server_stream.h"
+
+#include <grpcpp/generic/async_generic_service.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "rpc/raw_method.h"
+#include "tests/unit/wait_until.h"
+
+namespace shardmap {
+namespace {
+
+std::string Text(const grpc::ByteBuffer& buffer) {
+  std::vector<grpc::Slice> slices;
+  EXPECT_TRUE(buffer.Dump(&slices).ok());
+  std::string all;
+  for (const grpc::Slice& s : slices) {
+    all.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return all;
+}
+
+grpc::ByteBuffer Buffer(const std::string& text) {
+  grpc::Slice slice(text);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+std::atomic<int> live_streams{0};
+
+// A call, and the thread that owns it.
+class OwnedStream final : public BlockingServerStream {
+ public:
+  using Owner = std::function<void(OwnedStream*)>;
+  OwnedStream(const Owner& owner, std::vector<std::thread>* threads) {
+    ++live_streams;
+    threads->emplace_back([this, owner] { owner(this); });
+  }
+  ~OwnedStream() override { --live_streams; }
+};
+
+class Service final : public grpc::CallbackGenericService {
+ public:
+  explicit Service(OwnedStream::Owner owner) : owner_(std::move(owner)) {}
+  ~Service() override { JoinOwners(); }
+  void JoinOwners() {
+    absl::MutexLock lock(&mu_);
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+  grpc::ServerGenericBidiReactor* CreateReactor(
+      grpc::GenericCallbackServerContext* context) override {
+    absl::MutexLock lock(&mu_);
+    return new OwnedStream(owner_, &threads_);
+  }
+
+ private:
+  const OwnedStream::Owner owner_;
+  absl::Mutex mu_;
+  std::vector<std::thread> threads_;
+};
+
+class BlockingServerStreamTest : public ::testing::Test {
+ protected:
+  // Serves every call with `owner` on its own thread.
+  void Serve(OwnedStream::Owner owner) {
+    service_ = std::make_unique<Service>(std::move(owner));
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterCallbackGenericService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(port, 0);
+    method_ = std::make_unique<RawBidiMethod>(
+        grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                            grpc::InsecureChannelCredentials()),
+        "/test.Owned/Call");
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown();
+    if (service_) service_->JoinOwners();
+    server_.reset();
+    service_.reset();
+    // Every call's reactor is deleted once gRPC is done with it.
+    EXPECT_TRUE(WaitUntil([] { return live_streams == 0; }));
+  }
+
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<RawBidiMethod> method_;
+};
+
+// Reads every message and writes it back, then a last message that leaves
+// with the status `end`.
+void Echo(OwnedStream* s, grpc::Status end) {
+  grpc::ByteBuffer m;
+  while (s->Read(&m)) EXPECT_TRUE(s->Write(m, grpc::WriteOptions()));
+  EXPECT_TRUE(
+      s->Write(Buffer("last"), grpc::WriteOptions().set_last_message()));
+  s->FinishWhenWritten(end);
+}
+
+TEST_F(BlockingServerStreamTest, EchoesEveryMessageInOrderThenTheLastOne) {
+  Serve([](OwnedStream* s) { Echo(s, grpc::Status::OK); });
+  grpc::ClientContext context;
+  auto stream = method_->Call(&context);
+  // Sizes from 1 byte to 300 KiB: together far more than the 4 MiB the
+  // stream queues, so writing and reading must overlap.
+  std::vector<std::string> sent;
+  for (int i = 0; i < 200; ++i) {
+    sent.push_back(std::string(1 + (i * 7919) % (300 << 10), 'a' + i % 26));
+  }
+  std::thread writer([&] {
+    for (const std::string& m : sent) ASSERT_TRUE(stream->Write(Buffer(m)));
+    stream->WritesDone();
+  });
+  std::vector<std::string> got;
+  grpc::ByteBuffer m;
+  while (stream->Read(&m)) got.push_back(Text(m));
+  writer.join();
+  EXPECT_TRUE(stream->Finish().ok());
+  ASSERT_EQ(got.size(), sent.size() + 1);
+  for (size_t i = 0; i < sent.size(); ++i) {
+    EXPECT_EQ(got[i], sent[i]) << "message " << i;
+  }
+  EXPECT_EQ(got.back(), "last");
+}
+
+// As a synchronous handler's WriteLast then error: the client gets the
+// message, then the status.
+TEST_F(BlockingServerStreamTest, TheLastMessageLeavesWithAnErrorStatusToo) {
+  Serve([](OwnedStream* s) {
+    Echo(s, grpc::Status(grpc::StatusCode::ABORTED, "the job failed late"));
+  });
+  grpc::ClientContext context;
+  auto stream = method_->Call(&context);
+  ASSERT_TRUE(stream->Write(Buffer("x")));
+  stream->WritesDone();
+  std::vector<std::string> got;
+  grpc::ByteBuffer m;
+  while (stream->Read(&m)) got.push_back(Text(m));
+  const grpc::Status status = stream->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::ABORTED);
+  EXPECT_EQ(status.error_message(), "the job failed late");
+  EXPECT_EQ(got, (std::vector<std::string>{"x", "last"}));
+}
+
+// A client that cancels ends a Read waiting for a message that never
+// comes, and the stream then says it was cancelled (gRPC may report the
+// end of the reads before the cancel).
+TEST_F(BlockingServerStreamTest, ACancelEndsARead) {
+  std::atomic<bool> read_returned{false}, read_result{true}, saw_cancel{false};
+  Serve([&](OwnedStream* s) {
+    grpc::ByteBuffer m;
+    read_result = s->Read(&m);
+    saw_cancel = WaitUntil([s] { return s->cancelled(); });
+    read_returned = true;
+    s->FinishWhenWritten(grpc::Status::OK);
+  });
+  grpc::ClientContext context;
+  auto stream = method_->Call(&context);
+  ASSERT_TRUE(WaitUntil([] { return live_streams == 1; }));
+  EXPECT_FALSE(read_returned);
+  context.TryCancel();
+  ASSERT_TRUE(WaitUntil([&] { return read_returned.load(); }));
+  EXPECT_FALSE(read_result);
+  EXPECT_TRUE(saw_cancel);
+  EXPECT_EQ(stream->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+// A client that reads nothing holds the writer back (a bounded queue, not
+// all of it buffered), and its cancel ends the wait: Write says false.
+TEST_F(BlockingServerStreamTest, AWriterWaitsForRoomUntilTheCallEnds) {
+  constexpr int kMessages = 256;  // 1 MiB each
+  std::atomic<int> written{0};
+  std::atomic<bool> done{false}, last_write{true};
+  Serve([&](OwnedStream* s) {
+    const grpc::ByteBuffer mib = Buffer(std::string(1 << 20, 'm'));
+    bool ok = true;
+    for (int i = 0; i < kMessages && ok; ++i) {
+      ok = s->Write(mib, grpc::WriteOptions());
+      if (ok) ++written;
+    }
+    last_write = ok;
+    done = true;
+    s->FinishWhenWritten(grpc::Status::OK);
+  });
+  grpc::ClientContext context;
+  auto stream = method_->Call(&context);
+  ASSERT_TRUE(stream->Write(Buffer("go")));
+  ASSERT_TRUE(WaitUntil([&] { return written >= 2; }));
+  context.TryCancel();
+  ASSERT_TRUE(WaitUntil([&] { return done.load(); }));
+  EXPECT_FALSE(last_write);
+  EXPECT_LT(written, kMessages);
+  stream->Finish();
+}
+
+}  // namespace
+}  // namespace shardmap
