@@ -16,9 +16,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -441,6 +443,48 @@ TEST(BuiltinsTest, ReluKeepsNaN) {
   EXPECT_EQ(v[1], 0.0f);
   EXPECT_EQ(v[2], 2.0f);
   EXPECT_EQ(v[3], 0.0f);
+}
+
+// Every position of a vector long enough for SIMD packets and a tail, in
+// each dtype, against the rule spelled out element by element: NaN stays
+// NaN, +-inf and every sign of zero as np.maximum(x, 0) gives them (-0.0
+// becomes +0.0).
+template <typename T>
+void ExpectReluOfEveryKindOfValue(DType dtype) {
+  std::vector<T> x;
+  for (int i = 0; i < 37; ++i) {
+    const T base = static_cast<T>((i * 7) % 11) - static_cast<T>(5);
+    x.push_back(base);
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    const T specials[] = {std::numeric_limits<T>::quiet_NaN(),
+                          T(-0.0),
+                          -std::numeric_limits<T>::infinity(),
+                          std::numeric_limits<T>::infinity(),
+                          T(0.25),
+                          T(-0.25)};
+    for (int i = 0; i < 6; ++i) x[3 + 5 * i] = specials[i];
+  }
+  auto out = Call("relu", Args(Make<T>(dtype, {37}, x)));
+  ASSERT_TRUE(out.ok()) << out.status();
+  const T* v = (*out)[0].template data_as<T>();
+  for (int i = 0; i < 37; ++i) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (std::isnan(x[i])) {
+        EXPECT_TRUE(std::isnan(v[i])) << i;
+        continue;
+      }
+      EXPECT_EQ(std::signbit(v[i]), false) << i << ": " << x[i];
+    }
+    EXPECT_EQ(v[i], x[i] > T(0) ? x[i] : T(0)) << i << ": " << x[i];
+  }
+}
+
+TEST(BuiltinsTest, ReluOfEveryKindOfValueInEveryDType) {
+  ExpectReluOfEveryKindOfValue<float>(DType::kFloat32);
+  ExpectReluOfEveryKindOfValue<double>(DType::kFloat64);
+  ExpectReluOfEveryKindOfValue<int32_t>(DType::kInt32);
+  ExpectReluOfEveryKindOfValue<int64_t>(DType::kInt64);
 }
 
 TEST(BuiltinsTest, ScaleDTypeRules) {

@@ -214,10 +214,13 @@ absl::StatusOr<TensorView> Scale(Context& ctx, const TensorView& x,
 TensorView Relu(const TensorView& x) {
   sdk::VisitDType(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    // `x <= 0` is false for NaN, so NaN passes through as in jax.nn.relu;
-    // -0.0 becomes +0.0 as in np.maximum(-0.0, 0).
+    // Eigen's max is std::max(v, 0) = v < 0 ? 0 : v, in SIMD compares and
+    // blends: NaN passes through as in jax.nn.relu, and adding +0 turns
+    // -0.0 into +0.0 as np.maximum(-0.0, 0) does. (A select of the scalar 0
+    // compiled to a branch per element, which random signs mispredict half
+    // the time: 45x slower than scale.)
     Eigen::Map<Vec<T>> v(x.data_as<T>(), x.num_elements());
-    v = (v <= T(0)).select(T(0), v);
+    v = v.max(T(0)) + T(0);
   });
   return x;
 }
