@@ -1,11 +1,12 @@
-// Threads for calls that block for a whole job (the coordinator's call for
-// one device, a worker's call arriving on a job link), kept across jobs: a
+// Threads for calls that block for a whole job (the coordinator's jobs
+// once admitted and its call for one device, a worker's call arriving on a
+// job link), kept across jobs: a
 // task runs at once on an idle thread, or on a new one when none is idle,
 // so a job starts no thread of its own once the pool has warmed up. A
 // thread idle for `idle_timeout` ends. There are never more threads than
 // tasks that ran at once (on the coordinator bounded by its
-// --max-concurrent-jobs times the mesh size; on a worker by the calls its
-// coordinator runs at once) plus those idling out.
+// --max-concurrent-jobs, times the mesh size for device calls; on a worker
+// by the calls its coordinator runs at once) plus those idling out.
 //
 // Thread-safe. The destructor waits for the tasks that run to return.
 #ifndef SHARDMAP_CORE_DEVICE_THREADS_H_

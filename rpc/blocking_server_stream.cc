@@ -14,11 +14,9 @@ BlockingServerStream::BlockingServerStream()
 
 bool BlockingServerStream::Read(grpc::ByteBuffer* message) {
   // There is always a read in flight while this waits, and a cancelled or
-  // broken call ends it, which ends the inbox: the wait ends with the call
-  // at the latest (its deadline, enforced by whoever owns the call).
-  if (!inbox_.Pop(message, absl::InfiniteFuture(), /*end_at_deadline=*/false)) {
-    return false;
-  }
+  // broken call ends it, which ends the inbox: the wait ends with the call,
+  // or at the wait limit (which then ends the reading).
+  if (!inbox_.Pop(message, wait_limit_)) return false;
   // The next message is read while the owner works on this one.
   StartRead(&reading_);
   return true;
@@ -31,6 +29,7 @@ bool BlockingServerStream::NextMessageSize(uint32_t* size) {
 
 bool BlockingServerStream::Write(const grpc::ByteBuffer& message,
                                  grpc::WriteOptions options) {
+  if (last_.has_value()) return false;  // nothing may follow the last one
   if (options.is_last_message()) {
     // Only its owner's thread writes; FinishWhenWritten reads it after the
     // outbox's lock hands over.
@@ -38,8 +37,8 @@ bool BlockingServerStream::Write(const grpc::ByteBuffer& message,
     return !cancelled();
   }
   // Waits while the queue is full: the write in flight ends, and with it the
-  // wait, when the call does.
-  return outbox_.Send(message, message.Length(), absl::InfiniteFuture());
+  // wait, when the call does (or at the wait limit).
+  return outbox_.Send(message, message.Length(), wait_limit_);
 }
 
 void BlockingServerStream::FinishWhenWritten(const grpc::Status& status) {

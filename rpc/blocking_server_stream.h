@@ -7,10 +7,14 @@
 //
 //  - Read blocks until the next message (read ahead by one while the owner
 //    works on the last), or returns false at the end of the client's
-//    messages or when the call broke or was cancelled.
-//  - Write queues the message (waiting while 4 MiB are queued) and returns;
-//    the messages go out one at a time. A message written as the last one
-//    (WriteOptions::set_last_message) is held and leaves with the status.
+//    messages, when the call broke or was cancelled, or past the wait
+//    limit (SetWaitLimit).
+//  - Write queues the message (waiting while 4 MiB are queued, at most
+//    until the wait limit) and returns: true once queued, so a client that
+//    went away is noticed a write later than on a synchronous stream. The
+//    messages go out one at a time. A message written as the last one
+//    (WriteOptions::set_last_message) is held and leaves with the status;
+//    a Write after it fails.
 //  - FinishWhenWritten(status) ends the call once the queue is written:
 //    called once, by the owner, as the last thing it does with the stream.
 //
@@ -30,7 +34,7 @@
 #include <cstdint>
 #include <optional>
 
-#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "rpc/chunk_message.h"
 #include "rpc/stream_mux.h"
 
@@ -57,8 +61,12 @@ class BlockingServerStream
   // held last message leaves with the status).
   void FinishWhenWritten(const grpc::Status& status);
   // True once the client cancelled or went away, or the call was cancelled
-  // for it.
+  // for it (gRPC may end a Read before it says so).
   bool cancelled() const { return cancelled_.load(); }
+  // Read and Write wait at most until `limit` (default: until the call
+  // ends, which the owner must then bound, e.g. by cancelling it at its
+  // deadline). Set it before the owner starts.
+  void SetWaitLimit(absl::Time limit) { wait_limit_ = limit; }
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -72,6 +80,7 @@ class BlockingServerStream
   // The message written as the last one, sent with the status.
   std::optional<grpc::ByteBuffer> last_;
   std::atomic<bool> cancelled_{false};
+  absl::Time wait_limit_ = absl::InfiniteFuture();
 };
 
 }  // namespace shardmap

@@ -4,7 +4,8 @@
 // at a time, as a callback reactor must; MuxInbox holds one call's
 // received messages until the call's thread takes them. Both ends of
 // Worker.RunShards (server/shard_link.h, worker/shard_link_service.h) use
-// them.
+// them, and so does a single callback call read and written by one thread
+// (rpc/blocking_server_stream.h).
 //
 // Thread-safe: any thread sends, pops, ends or closes.
 #ifndef SHARDMAP_RPC_STREAM_MUX_H_

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "ops/server_ops.h"
 #include "ops/serving.h"
 #include "program/program_cache.h"
@@ -138,12 +139,19 @@ struct Coordinator::Services {
             ServiceOptions(options, jobs, &planner, &admission, &job_threads),
             &job_service, &arrays, &workers->pool, &jobs->watchdog),
         registry(&workers->pool, &jobs->index),
-        admission(AdmissionOptions(options)) {}
+        admission(AdmissionOptions(options, observability)) {}
 
-  static JobAdmission::Options AdmissionOptions(const Options& options) {
+  static JobAdmission::Options AdmissionOptions(const Options& options,
+                                                Observability* observability) {
     JobAdmission::Options admission;
     admission.max_running = options.max_concurrent_jobs;
     admission.max_queued = options.max_queued_jobs;
+    if (observability->metrics_endpoint) {
+      CoordinatorMetrics* metrics = &observability->metrics;
+      admission.on_change = [metrics](int running, int waiting) {
+        metrics->SetJobs(running, waiting);
+      };
+    }
     return admission;
   }
 
@@ -254,6 +262,10 @@ void Coordinator::Drain(int sig) {
   // NOT_SERVING, refuse new jobs, let those in flight finish until the
   // grace deadline, cancel the rest; workers keep heartbeating meanwhile.
   observability_->health.Shutdown();
+  // Jobs waiting for a turn never started: they end now, safe to retry.
+  services_->admission.Close(absl::UnavailableError(
+      absl::StrCat("the coordinator is shutting down (signal ", sig,
+                   "); the job never started: retry it")));
   DrainAfterSignal(sig, jobs_->gate, options_.grace_seconds);
   serving_->Shutdown(absl::Now() + absl::Seconds(1));
 }

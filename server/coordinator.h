@@ -73,8 +73,9 @@ class Coordinator {
   std::string metrics_address() const;
 
   // The SIGTERM drain after termination signal `sig`: NOT_SERVING, new jobs
-  // refused, jobs in flight finish until the --grace deadline, the rest
-  // are cancelled; then the server stops.
+  // and those waiting for a turn refused (UNAVAILABLE: they never
+  // started), jobs running finish until the --grace deadline, the rest are
+  // cancelled; then the server stops.
   void Drain(int sig);
 
  private:

@@ -31,7 +31,18 @@ CoordinatorMetrics::CoordinatorMetrics(
                       .Name("shardmap_workers_up")
                       .Help("Workers registered and heartbeating")
                       .Register(*registry_)
-                      .Add({})) {}
+                      .Add({})),
+      jobs_running_(prometheus::BuildGauge()
+                        .Name("shardmap_jobs_running")
+                        .Help("Jobs running now")
+                        .Register(*registry_)
+                        .Add({})),
+      jobs_waiting_(prometheus::BuildGauge()
+                        .Name("shardmap_jobs_waiting")
+                        .Help("Jobs waiting for a turn (beyond "
+                              "--max-concurrent-jobs)")
+                        .Register(*registry_)
+                        .Add({})) {}
 
 void CoordinatorMetrics::JobDone(const std::string& function,
                                  absl::StatusCode code,
@@ -46,6 +57,11 @@ void CoordinatorMetrics::JobDone(const std::string& function,
 
 void CoordinatorMetrics::SetWorkersUp(int64_t live) {
   workers_up_.Set(static_cast<double>(live));
+}
+
+void CoordinatorMetrics::SetJobs(int running, int waiting) {
+  jobs_running_.Set(running);
+  jobs_waiting_.Set(waiting);
 }
 
 }  // namespace shardmap

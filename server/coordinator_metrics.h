@@ -5,6 +5,8 @@
 //                                        clients cannot add label values
 //   shardmap_job_duration_seconds        histogram of job wall time
 //   shardmap_workers_up                  live workers in the pool
+//   shardmap_jobs_running                jobs running now
+//   shardmap_jobs_waiting                jobs waiting for a turn
 //
 // Thread-safe.
 #ifndef SHARDMAP_SERVER_COORDINATOR_METRICS_H_
@@ -38,6 +40,7 @@ class CoordinatorMetrics {
   void JobDone(const std::string& function, absl::StatusCode code,
                absl::Duration elapsed);
   void SetWorkersUp(int64_t live);
+  void SetJobs(int running, int waiting);
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
@@ -47,6 +50,8 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Counter>& jobs_;
   prometheus::Histogram& duration_;
   prometheus::Gauge& workers_up_;
+  prometheus::Gauge& jobs_running_;
+  prometheus::Gauge& jobs_waiting_;
 };
 
 }  // namespace shardmap

@@ -64,6 +64,11 @@ CoordinatorService::CoordinatorService(const Options& options, JobService* jobs,
       arrays_(arrays),
       pool_(pool),
       watchdog_(watchdog) {
+  if (options.admission == nullptr || options.job_threads == nullptr) {
+    // A programming error: the coordinator's factory always sets both.
+    spdlog::critical("CoordinatorService needs its admission and job threads");
+    std::abort();
+  }
   MarkMethodRawCallback(
       MethodIndex("shardmap.v1.Coordinator", "RunJob"),
       new grpc::internal::CallbackBidiHandler<grpc::ByteBuffer,

@@ -1,7 +1,8 @@
 // Calls a function when a deadline passes, unless the watch ends first.
 // The coordinator uses it to cancel a job's streams at the job's deadline,
-// so a client that stalls (stops sending, or stops reading) holds a server
-// thread no longer than the deadline, even if it set none of its own.
+// so a client that stalls (stops sending, or stops reading) holds a job no
+// longer than the deadline, even if it set none of its own, and to end a
+// call still waiting for its turn then.
 //
 // Thread-safe. Owns one background thread, joined by the destructor.
 #ifndef SHARDMAP_SERVER_DEADLINE_WATCHDOG_H_

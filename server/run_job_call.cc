@@ -39,8 +39,9 @@ RunJobCall* RunJobCall::Start(const Services& services,
   // a read or write that waits on a stalled client, or a wait in the queue
   // (a cancelled call cannot report its status). TryCancel runs none of the
   // call's reactions on the watchdog's thread: gRPC schedules them.
-  c->watch_ = services.watchdog->Start(call.deadline + absl::Milliseconds(500),
+  c->watch_ = services.watchdog->Start(call.deadline + kStreamWaitMargin / 2,
                                        [context] { context->TryCancel(); });
+  c->SetWaitLimit(call.deadline + kStreamWaitMargin);
   if (services.gate != nullptr) {
     auto entered = services.gate->Enter(context);
     if (!entered.ok()) {
@@ -50,13 +51,33 @@ RunJobCall* RunJobCall::Start(const Services& services,
     c->pass_ = *std::move(entered);
   }
   absl::StatusOr<uint64_t> ticket = services.admission->Submit(
-      [c] { c->services_.threads->Run([c] { c->Run(); }); });
+      [c] { c->services_.threads->Run([c] { c->Run(); }); },
+      [c](absl::Status why) { c->Refuse(std::move(why)); });
   if (!ticket.ok()) {
     c->Refuse(ticket.status());
     return c;
   }
   c->ticket_ = static_cast<int64_t>(*ticket);
+  // If it still waits at its deadline, it ends then, saying so. The
+  // refusal runs on a pooled thread: the watchdog's must stay quick.
+  c->queue_watch_ = services.watchdog->Start(call.deadline, [c] {
+    if (!c->LeaveQueue()) return;
+    c->services_.threads->Run([c] {
+      c->Refuse(absl::DeadlineExceededError(absl::StrCat(
+          "the job never started: it waited ",
+          absl::FormatDuration(absl::Now() - c->call_.start),
+          " for a turn behind ", c->services_.admission->running(),
+          " running jobs (the coordinator's --max-concurrent-jobs) until its "
+          "deadline")));
+    });
+  });
   return c;
+}
+
+bool RunJobCall::LeaveQueue() {
+  const int64_t ticket = ticket_.load();
+  return ticket >= 0 &&
+         services_.admission->Withdraw(static_cast<uint64_t>(ticket));
 }
 
 void RunJobCall::Run() {
@@ -74,16 +95,12 @@ void RunJobCall::Refuse(absl::Status why) {
 
 void RunJobCall::OnCancel() {
   BlockingServerStream::OnCancel();
-  const int64_t ticket = ticket_.load();
-  if (ticket < 0 ||
-      !services_.admission->Withdraw(static_cast<uint64_t>(ticket))) {
-    return;  // running (it sees the cancel), or refused: it ends by itself
-  }
+  // Running, it sees the cancel; refused, it ends by itself.
+  if (!LeaveQueue()) return;
   Refuse(absl::CancelledError(absl::StrCat(
-      "the call ended (cancelled by its client, or its deadline passed) "
-      "while the job waited for a turn: ",
-      services_.admission->running(), " jobs run, ",
-      services_.admission->queued(), " wait")));
+      "the job never started: its call ended (cancelled by its client, or "
+      "its deadline passed) while it waited for a turn behind ",
+      services_.admission->running(), " running jobs")));
 }
 
 }  // namespace shardmap

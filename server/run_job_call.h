@@ -5,9 +5,12 @@
 // bounded by the jobs it runs at once, however many clients wait.
 //
 // A call is answered at once when the drain gate or the admission queue
-// refuses it (UNAVAILABLE, RESOURCE_EXHAUSTED), and ends without running
-// when its client cancels it, or its deadline passes, while it waits.
-// Either way JobService logs and counts it as a job that failed.
+// refuses it (UNAVAILABLE, RESOURCE_EXHAUSTED). One that waits ends without
+// running when its client cancels it (CANCELLED), when its deadline passes
+// (DEADLINE_EXCEEDED, saying it never started and how long it waited), or
+// when the coordinator drains (Close's UNAVAILABLE: safe to retry
+// elsewhere). Either way JobService logs and counts it as a job that
+// failed.
 //
 // Create through Start (the method's reactor factory); the call deletes
 // itself when gRPC is done with it.
@@ -47,6 +50,10 @@ class RunJobCall final : public BlockingServerStream {
   // A waiting call leaves the queue and ends.
   void OnCancel() override;
 
+  // How long to wait past a call's deadline for its stream (the watchdog
+  // cancels the call after half of it).
+  static constexpr absl::Duration kStreamWaitMargin = absl::Seconds(1);
+
  private:
   RunJobCall(const Services& services, grpc::CallbackServerContext* context);
   // On a pooled thread, once admitted: the job, then the call's end.
@@ -54,15 +61,22 @@ class RunJobCall final : public BlockingServerStream {
   // A call that never runs: JobService fails it with call_.refused at once
   // (reading nothing), and the call ends with that.
   void Refuse(absl::Status why);
+  // Takes the call out of the queue: true if it was waiting (the caller
+  // then refuses it), false if it started or was refused.
+  bool LeaveQueue();
 
   const Services services_;
   grpc::CallbackServerContext* const context_;  // Not owned.
   JobCall call_;
-  // Cancels the call a little after its deadline, so a stalled client
-  // cannot hold a job, or a place in the queue, past it.
-  std::unique_ptr<DeadlineWatchdog::Watch> watch_;
   std::unique_ptr<DrainGate::Pass> pass_;  // held until the call is done
   std::atomic<int64_t> ticket_{-1};        // in the queue; -1: none
+  // Declared last, so they end (waiting for a callback that runs) before
+  // anything their callbacks use is destroyed.
+  // Cancels the call a little after its deadline, so a stalled client
+  // cannot hold a job past it.
+  std::unique_ptr<DeadlineWatchdog::Watch> watch_;
+  // Ends a call still waiting for its turn at its deadline.
+  std::unique_ptr<DeadlineWatchdog::Watch> queue_watch_;
 };
 
 }  // namespace shardmap

@@ -2,9 +2,10 @@
 // server/run_job_call.h), on an in-process cluster that runs one job at a
 // time and lets one more wait: a job beyond the limit waits for its turn
 // and then runs; one beyond the queue is refused; a waiting job whose client
-// cancels, or whose deadline passes, leaves the queue. A job holds the one
-// slot by sending its JobSpec and then nothing: it waits for its arguments.
-// What runs and waits is read from GetClusterStatus.
+// cancels, or whose deadline passes, leaves the queue; a drain turns the
+// waiting jobs away at once. A job holds the one slot by sending its
+// JobSpec and then nothing: it waits for its arguments. What runs and
+// waits is read from GetClusterStatus.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -115,6 +116,11 @@ TEST_F(JobQueueTest, AJobBeyondTheLimitWaitsItsTurnOneMoreIsRefused) {
   job.in_specs = job.out_specs = {*PartitionSpec::Parse("P('x')")};
   absl::StatusOr<JobResult> waited;
   std::thread waiter([&] { waited = client_->Run(job); });
+  // Joined however the test ends (an ASSERT returns early).
+  std::unique_ptr<std::thread, void (*)(std::thread*)> join_waiter(
+      &waiter, [](std::thread* t) {
+        if (t->joinable()) t->join();
+      });
   ASSERT_TRUE(Jobs(1, 1));
 
   // The queue is full: refused at once, naming both limits.
@@ -156,9 +162,9 @@ TEST_F(JobQueueTest, AWaitingJobWhoseClientCancelsLeavesTheQueue) {
 TEST_F(JobQueueTest, AWaitingJobWhoseDeadlinePassesLeavesTheQueue) {
   RawJob holder(cluster_->address(), absl::Seconds(30));
   ASSERT_TRUE(Jobs(1, 0));
-  RawJob waiting(cluster_->address(), absl::Milliseconds(300));
-  // Its client gives up at its deadline; the coordinator cancels the call
-  // a little later and the place is free again.
+  RawJob waiting(cluster_->address(), absl::Seconds(2));
+  ASSERT_TRUE(Jobs(1, 1));
+  // At its deadline it leaves the queue, never having run.
   EXPECT_EQ(waiting.Drain(nullptr).error_code(),
             grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_TRUE(Jobs(1, 0));
@@ -167,6 +173,39 @@ TEST_F(JobQueueTest, AWaitingJobWhoseDeadlinePassesLeavesTheQueue) {
   EXPECT_TRUE(holder.Complete(&values).ok());
   EXPECT_EQ(values, (std::vector<float>{1, 2, 3, 4}));
   EXPECT_TRUE(Jobs(0, 0));
+}
+
+// A cluster of its own: the drain stops its coordinator.
+TEST(JobQueueDrainTest, ADrainTurnsTheWaitingAwayAndLetsTheRunningFinish) {
+  TestCluster::Options options;
+  options.num_workers = 2;
+  options.max_concurrent_jobs = 1;
+  TestCluster cluster(options);
+  auto client = *ShardClient::Create({cluster.address()});
+  auto jobs = [&](int running, int waiting) {
+    return WaitUntil([&] {
+      auto s = client->Status();
+      return s.ok() && s->jobs_running() == running &&
+             s->jobs_waiting() == waiting;
+    });
+  };
+  RawJob holder(cluster.address(), absl::Seconds(30));
+  ASSERT_TRUE(jobs(1, 0));
+  RawJob waiting(cluster.address(), absl::Seconds(30));
+  ASSERT_TRUE(jobs(1, 1));
+
+  std::thread drain([&] { cluster.DrainCoordinator(); });
+  // Turned away at once, though the running job holds the drain: it never
+  // started, so its client may safely send it again.
+  const grpc::Status w = waiting.Drain(nullptr);
+  EXPECT_EQ(w.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(w.error_message().find("never started"), std::string::npos)
+      << w.error_message();
+  std::vector<float> values;
+  const grpc::Status h = holder.Complete(&values);
+  EXPECT_TRUE(h.ok()) << h.error_message();
+  EXPECT_EQ(values, (std::vector<float>{1, 2, 3, 4}));
+  drain.join();
 }
 
 }  // namespace

@@ -32,6 +32,9 @@ class TestCluster {
   ~TestCluster();
 
   const std::string& address() const { return coordinator_->address(); }
+  // The coordinator's SIGTERM drain (Coordinator::Drain): returns once the
+  // jobs running have finished and the server stopped.
+  void DrainCoordinator() { coordinator_->Drain(15); }
   // Stops worker `i` at once (its process "dies").
   void KillWorker(int i) { workers_[i]->Kill(); }
   const std::string& worker_address(int i) const {

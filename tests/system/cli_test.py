@@ -239,7 +239,7 @@ class StatusAndFunctionsTest(unittest.TestCase):
         status = json.loads(out)
         self.assertEqual(len(status["workers"]), 8)
         # Far below --max-concurrent-jobs, no job waits for a turn.
-        self.assertGreaterEqual(status["jobs_running"], 0)
+        self.assertIsInstance(status["jobs_running"], int)
         self.assertEqual(status["jobs_waiting"], 0)
 
     def test_functions_lists_builtins_with_signatures(self):

@@ -332,6 +332,9 @@ class OpsTest(unittest.TestCase):
         self.assertEqual(metric(c, "shardmap_job_duration_seconds_count"), 4)
         self.assertGreater(metric(c, "shardmap_job_duration_seconds_sum"), 0)
         self.assertEqual(metric(c, "shardmap_workers_up"), 2)
+        # Every job above ended before its client had its answer.
+        self.assertEqual(metric(c, "shardmap_jobs_running"), 0)
+        self.assertEqual(metric(c, "shardmap_jobs_waiting"), 0)
 
         block = (1 << 16) * 8 // 2
         for (addr, maddr), (peer, _) in zip(workers, reversed(workers)):

@@ -8,11 +8,12 @@
 
 #include "absl/synchronization/mutex.h"
 #include "tests/unit/status_matchers.h"
+#include "tests/unit/wait_until.h"
 
 namespace shardmap {
 namespace {
 
-// Records which jobs started, in order.
+// Records which jobs started, in order, and which were turned away.
 class Started {
  public:
   std::function<void()> Job(int id) {
@@ -21,21 +22,38 @@ class Started {
       order_.push_back(id);
     };
   }
+  std::function<void(absl::Status)> Refused(int id) {
+    return [this, id](absl::Status why) {
+      absl::MutexLock lock(&mu_);
+      refused_.emplace_back(id, std::move(why));
+    };
+  }
   std::vector<int> order() {
     absl::MutexLock lock(&mu_);
     return order_;
+  }
+  std::vector<std::pair<int, absl::Status>> refused() {
+    absl::MutexLock lock(&mu_);
+    return refused_;
   }
 
  private:
   absl::Mutex mu_;
   std::vector<int> order_;
+  std::vector<std::pair<int, absl::Status>> refused_;
 };
+
+// Submits job `id`, recording its start or refusal in `started`.
+absl::StatusOr<uint64_t> Submit(JobAdmission& admission, Started& started,
+                                int id) {
+  return admission.Submit(started.Job(id), started.Refused(id));
+}
 
 TEST(JobAdmissionTest, RunsUpToTheLimitAndTheRestInTheOrderTheyCame) {
   JobAdmission admission({/*max_running=*/2, /*max_queued=*/8});
   Started started;
   for (int id = 0; id < 5; ++id) {
-    ASSERT_TRUE(admission.Submit(started.Job(id)).ok());
+    ASSERT_TRUE(Submit(admission, started, id).ok());
   }
   EXPECT_EQ(started.order(), (std::vector<int>{0, 1}));
   EXPECT_EQ(admission.running(), 2);
@@ -57,9 +75,9 @@ TEST(JobAdmissionTest, RunsUpToTheLimitAndTheRestInTheOrderTheyCame) {
 TEST(JobAdmissionTest, OneBeyondTheQueueIsRefusedNamingBothLimits) {
   JobAdmission admission({/*max_running=*/1, /*max_queued=*/1});
   Started started;
-  ASSERT_TRUE(admission.Submit(started.Job(0)).ok());
-  ASSERT_TRUE(admission.Submit(started.Job(1)).ok());
-  EXPECT_TRUE(StatusIs(admission.Submit(started.Job(2)).status(),
+  ASSERT_TRUE(Submit(admission, started, 0).ok());
+  ASSERT_TRUE(Submit(admission, started, 1).ok());
+  EXPECT_TRUE(StatusIs(Submit(admission, started, 2).status(),
                        absl::StatusCode::kResourceExhausted,
                        {"runs 1 jobs", "1 waiting", "--max-concurrent-jobs",
                         "--max-queued-jobs"}));
@@ -71,11 +89,11 @@ TEST(JobAdmissionTest, OneBeyondTheQueueIsRefusedNamingBothLimits) {
 TEST(JobAdmissionTest, WithoutAQueueOneTooManyIsRefusedAtOnce) {
   JobAdmission admission({/*max_running=*/1, /*max_queued=*/0});
   Started started;
-  ASSERT_TRUE(admission.Submit(started.Job(0)).ok());
-  EXPECT_EQ(admission.Submit(started.Job(1)).status().code(),
+  ASSERT_TRUE(Submit(admission, started, 0).ok());
+  EXPECT_EQ(Submit(admission, started, 1).status().code(),
             absl::StatusCode::kResourceExhausted);
   admission.Done();
-  ASSERT_TRUE(admission.Submit(started.Job(2)).ok());  // the slot is free
+  ASSERT_TRUE(Submit(admission, started, 2).ok());  // the slot is free
   EXPECT_EQ(started.order(), (std::vector<int>{0, 2}));
 }
 
@@ -83,7 +101,7 @@ TEST(JobAdmissionTest, WithoutALimitEverythingStarts) {
   JobAdmission admission({/*max_running=*/0, /*max_queued=*/0});
   Started started;
   for (int id = 0; id < 100; ++id) {
-    ASSERT_TRUE(admission.Submit(started.Job(id)).ok());
+    ASSERT_TRUE(Submit(admission, started, id).ok());
   }
   EXPECT_EQ(started.order().size(), 100u);
   EXPECT_EQ(admission.running(), 100);
@@ -93,17 +111,64 @@ TEST(JobAdmissionTest, WithoutALimitEverythingStarts) {
 TEST(JobAdmissionTest, AWithdrawnJobNeverStartsAndFreesItsPlace) {
   JobAdmission admission({/*max_running=*/1, /*max_queued=*/2});
   Started started;
-  const uint64_t first = *admission.Submit(started.Job(0));
-  const uint64_t second = *admission.Submit(started.Job(1));
-  ASSERT_TRUE(admission.Submit(started.Job(2)).ok());
+  const uint64_t first = *Submit(admission, started, 0);
+  const uint64_t second = *Submit(admission, started, 1);
+  ASSERT_TRUE(Submit(admission, started, 2).ok());
   EXPECT_FALSE(admission.Withdraw(first));  // it runs: too late
   EXPECT_TRUE(admission.Withdraw(second));
   EXPECT_FALSE(admission.Withdraw(second));  // once
   EXPECT_EQ(admission.queued(), 1);
-  ASSERT_TRUE(admission.Submit(started.Job(3)).ok());  // its place was free
+  ASSERT_TRUE(Submit(admission, started, 3).ok());  // its place was free
   admission.Done();
   admission.Done();
   EXPECT_EQ(started.order(), (std::vector<int>{0, 2, 3}));
+}
+
+TEST(JobAdmissionTest, ClosingTurnsTheWaitingAwayAndRefusesWhoWouldWait) {
+  JobAdmission admission({/*max_running=*/1, /*max_queued=*/8});
+  Started started;
+  ASSERT_TRUE(Submit(admission, started, 0).ok());
+  ASSERT_TRUE(Submit(admission, started, 1).ok());
+  const uint64_t second = *Submit(admission, started, 2);
+  admission.Close(absl::UnavailableError("shutting down"));
+  const auto refused = started.refused();
+  ASSERT_EQ(refused.size(), 2u);
+  EXPECT_EQ(refused[0].first, 1);
+  EXPECT_EQ(refused[1].first, 2);
+  EXPECT_TRUE(StatusIs(refused[1].second, absl::StatusCode::kUnavailable,
+                       {"shutting down"}));
+  EXPECT_FALSE(admission.Withdraw(second));  // turned away already
+  EXPECT_EQ(admission.queued(), 0);
+  // No slot free: refused at once, neither function runs.
+  EXPECT_TRUE(StatusIs(Submit(admission, started, 3).status(),
+                       absl::StatusCode::kUnavailable, {"shutting down"}));
+  // The running job goes on; once it ends, a job that finds the slot free
+  // still runs.
+  admission.Done();
+  ASSERT_TRUE(Submit(admission, started, 4).ok());
+  EXPECT_EQ(started.order(), (std::vector<int>{0, 4}));
+  EXPECT_EQ(started.refused().size(), 2u);
+}
+
+// What a gauge would show: the counts after every change, in order.
+TEST(JobAdmissionTest, TellsEveryChangeOfTheCountsInOrder) {
+  std::vector<std::pair<int, int>> seen;  // under the admission's lock
+  JobAdmission::Options options;
+  options.max_running = 1;
+  options.max_queued = 4;
+  options.on_change = [&seen](int running, int waiting) {
+    seen.emplace_back(running, waiting);
+  };
+  JobAdmission admission(options);
+  Started started;
+  ASSERT_TRUE(Submit(admission, started, 0).ok());
+  ASSERT_TRUE(Submit(admission, started, 1).ok());
+  const uint64_t third = *Submit(admission, started, 2);
+  ASSERT_TRUE(admission.Withdraw(third));
+  admission.Done();  // 1 takes the slot
+  admission.Done();
+  EXPECT_EQ(seen, (std::vector<std::pair<int, int>>{
+                      {1, 0}, {1, 1}, {1, 2}, {1, 1}, {1, 0}, {0, 0}}));
 }
 
 // Many threads submit, run their job and end it, some withdrawing while
@@ -123,22 +188,24 @@ TEST(JobAdmissionTest, ConcurrentSubmittersNeverRunMoreThanTheLimit) {
     threads.emplace_back([&, t] {
       for (int j = 0; j < kJobsEach; ++j) {
         std::atomic<bool> began{false};
-        auto ticket = admission.Submit([&] {
-          const int now = ++running;
-          if (now > kLimit) over_limit = true;
-          int p = peak.load();
-          while (now > p && !peak.compare_exchange_weak(p, now)) {
-          }
-          ++starts;
-          began = true;
-        });
+        auto ticket = admission.Submit(
+            [&] {
+              const int now = ++running;
+              if (now > kLimit) over_limit = true;
+              int p = peak.load();
+              while (now > p && !peak.compare_exchange_weak(p, now)) {
+              }
+              ++starts;
+              began = true;
+            },
+            [](absl::Status) { ADD_FAILURE() << "never closed"; });
         ASSERT_TRUE(ticket.ok());
         if ((t + j) % 5 == 0 && admission.Withdraw(*ticket)) {
           ++withdrawn;
           continue;
         }
         // Started now, or by another submitter's Done.
-        while (!began) std::this_thread::yield();
+        ASSERT_TRUE(WaitUntil([&] { return began.load(); }));
         --running;
         admission.Done();
       }
