@@ -224,7 +224,25 @@ def raw(t, out):
         bw = 256 * MiB / (m * 1e-6) / 1e9 if m else None
         out.append(f"| {op}, tuned (callback, byte buffers) | 256 MiB | "
                    f"{num(m)} | {span(times)} | — | {gbs(bw)} | — |")
+    # The floor of the smallest collective step (exchange_bench): 8 bytes
+    # each way at once over one stream, as a 4 B psum over two workers.
+    for op, label in (("callback", "callback API, as the peer streams"),
+                      ("polled", "each process's own thread polls its queue"),
+                      ("polled_shared", "polled, beside a callback service "
+                                        "as in a worker")):
+        reps = t.get("grpc-exchange", op, 2, 8)
+        times = field(reps, "median_us")
+        if not times:
+            continue
+        out.append(f"| exchange, {label} | 8 B each way | {num(med(times))} | "
+                   f"{span(times)} | {num(med(field(reps, 'p99_us')))} | — | — |")
     out.append("")
+    mine = field(t.get("shardmap", "psum", 2, 4), "median_us")
+    floor = field(t.get("grpc-exchange", "callback", 2, 8), "median_us")
+    if mine and floor:
+        out.append(f"A 4 B psum over two workers (gRPC peer path) took "
+                   f"{num(med(mine))} µs: {med(mine) / med(floor):.2f}x the "
+                   f"callback exchange above, the step it is made of.\n")
 
 
 def end_to_end(t, out):

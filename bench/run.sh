@@ -144,7 +144,7 @@ say "building (log: $OUT/logs/build.log)"
     timeout 600 cmake -S "$ROOT" -B "$BUILD" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   fi
   timeout 3600 cmake --build "$BUILD" -j"$(nproc)" --target \
-    collective_bench job_bench train_bench grpc_stream_bench tuned_stream_bench psum_bench program_bench builtin_bench \
+    collective_bench job_bench train_bench grpc_stream_bench tuned_stream_bench exchange_bench psum_bench program_bench builtin_bench \
     shardmap-coordinator shardmap-worker shardctl python_client
 } >"$OUT/logs/build.log" 2>&1 || {
   tail -30 "$OUT/logs/build.log" >&2
@@ -279,6 +279,8 @@ for ((rep = 1; rep <= REPEATS; rep++)); do
   step "$rep" "grpc_stream" "$STEP_TIMEOUT" "$BIN/grpc_stream_bench" "${GRPC_ARGS[@]}"
   say "rep $rep/$REPEATS: tuned gRPC stream (the ceiling)"
   step "$rep" "tuned_stream" "$STEP_TIMEOUT" "$BIN/tuned_stream_bench" --iters 3
+  say "rep $rep/$REPEATS: gRPC's floor for an 8-byte exchange (the 4 B psum's step)"
+  step "$rep" "grpc_exchange" "$STEP_TIMEOUT" "$BIN/exchange_bench" --iters 2000
   say "rep $rep/$REPEATS: end-to-end jobs"
   step "$rep" "jobs" "$STEP_TIMEOUT" "$BIN/job_bench" --workers 4 --clients 8 \
     "${JOB_ARGS[@]}" --timeout $((STEP_TIMEOUT - 10))
