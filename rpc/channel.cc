@@ -92,7 +92,8 @@ void ConfigureServerBuilder(grpc::ServerBuilder& builder) {
   // default: 2); past that it exits, and the next call starts a thread.
   // Under concurrent jobs that was a thread created and destroyed per job
   // (with its thread-locals): a fifth of the coordinator's CPU per tiny
-  // job. Each thread kept idle holds the stack pages it touched.
+  // job, when its RunJob was synchronous (the workers' RunShard still is).
+  // Each thread kept idle holds the stack pages it touched.
   builder.SetSyncServerOption(
       grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
       kMaxIdleServerThreads);

@@ -262,7 +262,9 @@ void Coordinator::Drain(int sig) {
   // NOT_SERVING, refuse new jobs, let those in flight finish until the
   // grace deadline, cancel the rest; workers keep heartbeating meanwhile.
   observability_->health.Shutdown();
-  // Jobs waiting for a turn never started: they end now, safe to retry.
+  // No new call gets in; those waiting for a turn never started: they end
+  // now, safe to send again.
+  jobs_->gate.StartDrain();
   services_->admission.Close(absl::UnavailableError(
       absl::StrCat("the coordinator is shutting down (signal ", sig,
                    "); the job never started: retry it")));

@@ -24,7 +24,8 @@ CoordinatorMetrics::CoordinatorMetrics(
       duration_(prometheus::BuildHistogram()
                     .Name("shardmap_job_duration_seconds")
                     .Help("Wall time of jobs on the coordinator, from the "
-                          "stream's start to its last output chunk")
+                          "call's arrival (a wait for a turn included) to "
+                          "its last output chunk")
                     .Register(*registry_)
                     .Add({}, JobBuckets())),
       workers_up_(prometheus::BuildGauge()

@@ -3,7 +3,9 @@
 //                                        function is "unknown" for a name
 //                                        no worker registered, so that
 //                                        clients cannot add label values
-//   shardmap_job_duration_seconds        histogram of job wall time
+//   shardmap_job_duration_seconds        histogram of job wall time, from
+//                                        the call's arrival (a wait for a
+//                                        turn included)
 //   shardmap_workers_up                  live workers in the pool
 //   shardmap_jobs_running                jobs running now
 //   shardmap_jobs_waiting                jobs waiting for a turn

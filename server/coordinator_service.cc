@@ -7,11 +7,8 @@
 
 #include "core/error_reason.h"
 #include "core/status_util.h"
-#include "rpc/chunk_message.h"
 #include "rpc/grpc_status.h"
 #include "rpc/raw_method.h"
-#include "rpc/raw_stream_adapter.h"
-#include "rpc/trace_context.h"
 #include "wire/proto_convert.h"
 
 namespace shardmap {
@@ -80,8 +77,7 @@ CoordinatorService::CoordinatorService(const Options& options, JobService* jobs,
 
 absl::Time CoordinatorService::Deadline(const grpc::ServerContext& context,
                                         absl::Time start) const {
-  return std::min(start + options_.max_job_time,
-                  absl::FromChrono(context.deadline()));
+  return CallDeadline(context, start, options_.max_job_time);
 }
 
 grpc::Status CoordinatorService::ListFunctions(
@@ -151,8 +147,9 @@ grpc::Status CoordinatorService::GetClusterStatus(
   response->set_complete(pool_->CheckComplete(options_.expected_workers).ok());
   response->set_jobs_completed(jobs_->completed());
   response->set_jobs_failed(jobs_->failed());
-  response->set_jobs_running(options_.admission->running());
-  response->set_jobs_waiting(options_.admission->queued());
+  const auto [running, waiting] = options_.admission->counts();
+  response->set_jobs_running(running);
+  response->set_jobs_waiting(waiting);
   response->set_version(SHARDMAP_VERSION);
   return grpc::Status::OK;
 }

@@ -80,6 +80,11 @@ int JobAdmission::running() {
   return running_;
 }
 
+std::pair<int, int> JobAdmission::counts() {
+  absl::MutexLock lock(&mu_);
+  return {running_, static_cast<int>(queue_.size())};
+}
+
 int JobAdmission::queued() {
   absl::MutexLock lock(&mu_);
   return static_cast<int>(queue_.size());

@@ -66,6 +66,8 @@ class JobAdmission {
 
   int running();
   int queued();
+  // Both, at one moment.
+  std::pair<int, int> counts();
 
  private:
   void ChangedLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

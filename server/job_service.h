@@ -1,11 +1,11 @@
 // A client's job on the coordinator, from its first message to its last,
 // without gRPC: admission (cluster bring-up; the concurrent job limit is
-// the caller's, server/job_admission.h),
-// idempotency (a call_id runs once; a retry is answered from its first
-// run), the locks on the resident arrays it reads and writes (AccessOf in
-// planner.h), planning, the byte quota, receiving the arguments, running
-// (JobRunner) and sending the result. coordinator_service adapts the gRPC
-// stream to JobStream and the returned status to gRPC.
+// the caller's, server/job_admission.h), idempotency (a call_id runs once;
+// a retry is answered from its first run), the locks on the resident arrays
+// it reads and writes (AccessOf in planner.h), planning, the byte quota,
+// receiving the arguments, running (JobRunner) and sending the result.
+// server/run_job_call adapts the gRPC call to JobStream and the returned
+// status to gRPC.
 //
 // Thread-safe; every Run is independent.
 #ifndef SHARDMAP_SERVER_JOB_SERVICE_H_

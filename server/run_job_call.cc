@@ -17,6 +17,11 @@ using JobStreamAdapter =
 
 }  // namespace
 
+absl::Time CallDeadline(const grpc::ServerContextBase& context,
+                        absl::Time start, absl::Duration max_job_time) {
+  return std::min(start + max_job_time, absl::FromChrono(context.deadline()));
+}
+
 RunJobCall::RunJobCall(const Services& services,
                        grpc::CallbackServerContext* context)
     : services_(services), context_(context) {}
@@ -29,16 +34,15 @@ RunJobCall* RunJobCall::Start(const Services& services,
   auto* c = new RunJobCall(services, context);
   JobCall& call = c->call_;
   call.start = absl::Now();
-  call.deadline = std::min(call.start + services.max_job_time,
-                           absl::FromChrono(context->deadline()));
+  call.deadline = CallDeadline(*context, call.start, services.max_job_time);
   const Traceparent span = ServerSpan(*context);
   call.trace_id = span.trace_id;
   call.span_id = span.span_id;
   // The workers' streams end at the deadline and the job fails with
   // DEADLINE_EXCEEDED. The watchdog, a little later, cancels the call to end
-  // a read or write that waits on a stalled client, or a wait in the queue
-  // (a cancelled call cannot report its status). TryCancel runs none of the
-  // call's reactions on the watchdog's thread: gRPC schedules them.
+  // a read or write that waits on a stalled client (a cancelled call cannot
+  // report its status). TryCancel runs none of the call's reactions on the
+  // watchdog's thread: gRPC schedules them.
   c->watch_ = services.watchdog->Start(call.deadline + kStreamWaitMargin / 2,
                                        [context] { context->TryCancel(); });
   c->SetWaitLimit(call.deadline + kStreamWaitMargin);
@@ -58,18 +62,18 @@ RunJobCall* RunJobCall::Start(const Services& services,
     return c;
   }
   c->ticket_ = static_cast<int64_t>(*ticket);
-  // If it still waits at its deadline, it ends then, saying so. The
-  // refusal runs on a pooled thread: the watchdog's must stay quick.
+  // If it still waits at its deadline, it ends then, saying so. On the
+  // watchdog's thread, under its lock: a refusal is quick (a log line, a
+  // counter, Finish, which runs no reaction here), and a thread per refusal
+  // would let a crowd of expiring calls start as many threads.
   c->queue_watch_ = services.watchdog->Start(call.deadline, [c] {
     if (!c->LeaveQueue()) return;
-    c->services_.threads->Run([c] {
-      c->Refuse(absl::DeadlineExceededError(absl::StrCat(
-          "the job never started: it waited ",
-          absl::FormatDuration(absl::Now() - c->call_.start),
-          " for a turn behind ", c->services_.admission->running(),
-          " running jobs (the coordinator's --max-concurrent-jobs) until its "
-          "deadline")));
-    });
+    c->Refuse(absl::DeadlineExceededError(absl::StrCat(
+        "the job never started: it waited ",
+        absl::FormatDuration(absl::Now() - c->call_.start),
+        " for a turn behind ", c->services_.admission->running(),
+        " running jobs (the coordinator's --max-concurrent-jobs) until its "
+        "deadline")));
   });
   return c;
 }

@@ -31,6 +31,10 @@
 
 namespace shardmap {
 
+// A call's deadline: the client's, capped by `max_job_time` from `start`.
+absl::Time CallDeadline(const grpc::ServerContextBase& context,
+                        absl::Time start, absl::Duration max_job_time);
+
 class RunJobCall final : public BlockingServerStream {
  public:
   // What every call uses. None is owned; all outlive the server's calls.

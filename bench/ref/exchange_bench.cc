@@ -48,6 +48,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr char kMethod[] = "/bench/Exchange";
+// Each call's deadline: a server that stops answering fails the op.
+constexpr std::chrono::seconds kCallTime(120);
 
 grpc::ByteBuffer Message() {
   const char bytes[8] = {'e', 'x', 'c', 'h', 'a', 'n', 'g', 'e'};
@@ -150,6 +152,7 @@ class ExchangeCall final
     : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   explicit ExchangeCall(grpc::GenericStub* stub) {
+    context_.set_deadline(std::chrono::system_clock::now() + kCallTime);
     stub->PrepareBidiStreamingCall(&context_, kMethod, grpc::StubOptions(),
                                    this);
     AddHold();
@@ -210,18 +213,19 @@ std::vector<double> Measure(const std::string& op,
   } else {
     grpc::CompletionQueue cq;
     grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + kCallTime);
     auto stream = stub.PrepareCall(&context, kMethod, &cq);
     void* tag;
-    bool ok;
-    stream->StartCall(reinterpret_cast<void*>(1));
-    if (!cq.Next(&tag, &ok) || !ok) return {};
+    bool ok = false;
     grpc::ByteBuffer in;
-    for (int i = -kWarmup; i < iters; ++i) {
+    stream->StartCall(reinterpret_cast<void*>(1));
+    bool failed = !cq.Next(&tag, &ok) || !ok;
+    for (int i = -kWarmup; i < iters && !failed; ++i) {
       const auto t0 = Clock::now();
       stream->Write(Message(), reinterpret_cast<void*>(2));
       stream->Read(&in, reinterpret_cast<void*>(3));
       for (int done = 0; done < 2; ++done) {
-        if (!cq.Next(&tag, &ok) || !ok) return {};
+        if (!cq.Next(&tag, &ok) || !ok) failed = true;
       }
       if (i >= 0) {
         us.push_back(
@@ -229,7 +233,12 @@ std::vector<double> Measure(const std::string& op,
                 .count());
       }
     }
+    // Every operation ends before the queue and the buffers go.
     context.TryCancel();
+    cq.Shutdown();
+    while (cq.Next(&tag, &ok)) {
+    }
+    if (failed) return {};
   }
   std::sort(us.begin(), us.end());
   return us;

@@ -26,6 +26,7 @@ TestCluster::TestCluster(const Options& options) {
   coordinator.heartbeat_interval = absl::Milliseconds(50);
   coordinator.max_concurrent_jobs = options.max_concurrent_jobs;
   coordinator.max_queued_jobs = options.max_queued_jobs;
+  coordinator.max_job_time = options.max_job_time;
   coordinator_ = OrAbort(Coordinator::Create(coordinator));
   for (int i = 0; i < options.num_workers; ++i) {
     Worker::Options worker;

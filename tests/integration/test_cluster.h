@@ -26,6 +26,8 @@ class TestCluster {
     // The coordinator's --max-concurrent-jobs and --max-queued-jobs.
     int max_concurrent_jobs = 64;
     int max_queued_jobs = 1024;
+    // The coordinator's --max-job-seconds.
+    absl::Duration max_job_time = absl::Minutes(10);
   };
   // Aborts if a process cannot start or the workers do not register.
   explicit TestCluster(const Options& options);

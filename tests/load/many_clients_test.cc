@@ -1,11 +1,11 @@
 // many_clients_test: --clients concurrent clients (256; each its own
-// ShardClient, channel and thread) each run --jobs-per-client tiny jobs at
-// once against a local cluster of --workers processes whose coordinator
-// runs at most --max-concurrent-jobs (16) jobs at a time. Every job must
-// succeed (none refused: the others wait for their turn) with the values a
-// plain loop computes (`scale` of each client's own array), and the
-// coordinator's thread count, polled from /proc while the jobs run, must
-// stay within its idle count plus 2 x (1 + workers) per job it may run (a
+// ShardClient, channel and thread) each run --jobs-per-client tiny jobs, one
+// after another, all clients at once, against a local cluster of --workers
+// processes whose coordinator runs at most --max-concurrent-jobs (16) jobs at a
+// time. Every job must succeed (none refused: the others wait for their turn)
+// with the values a plain loop computes (`scale` of each client's own array),
+// and the coordinator's thread count, polled from /proc while the jobs run,
+// must stay within its idle count plus 2 x (1 + workers) per job it may run (a
 // job's thread, and one per device call: twice that for threads still
 // idling out of the pools), and below the number of clients: a waiting
 // RunJob call holds no thread (server/run_job_call.h), so the coordinator's

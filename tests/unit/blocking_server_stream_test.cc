@@ -116,6 +116,8 @@ void Echo(OwnedStream* s, grpc::Status end) {
 TEST_F(BlockingServerStreamTest, EchoesEveryMessageInOrderThenTheLastOne) {
   Serve([](OwnedStream* s) { Echo(s, grpc::Status::OK); });
   grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
   auto stream = method_->Call(&context);
   // Sizes from 1 byte to 300 KiB: together far more than the 4 MiB the
   // stream queues, so writing and reading must overlap.
@@ -146,6 +148,8 @@ TEST_F(BlockingServerStreamTest, TheLastMessageLeavesWithAnErrorStatusToo) {
     Echo(s, grpc::Status(grpc::StatusCode::ABORTED, "the job failed late"));
   });
   grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
   auto stream = method_->Call(&context);
   ASSERT_TRUE(stream->Write(Buffer("x")));
   stream->WritesDone();
@@ -171,6 +175,8 @@ TEST_F(BlockingServerStreamTest, ACancelEndsARead) {
     s->FinishWhenWritten(grpc::Status::OK);
   });
   grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
   auto stream = method_->Call(&context);
   ASSERT_TRUE(WaitUntil([] { return live_streams == 1; }));
   context.TryCancel();
@@ -198,6 +204,8 @@ TEST_F(BlockingServerStreamTest, AWriterWaitsForRoomUntilTheCallEnds) {
     s->FinishWhenWritten(grpc::Status::OK);
   });
   grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
   auto stream = method_->Call(&context);
   ASSERT_TRUE(stream->Write(Buffer("go")));
   ASSERT_TRUE(WaitUntil([&] { return written >= 2; }));
@@ -206,6 +214,39 @@ TEST_F(BlockingServerStreamTest, AWriterWaitsForRoomUntilTheCallEnds) {
   EXPECT_FALSE(last_write);
   EXPECT_LT(written, kMessages);
   stream->Finish();
+}
+
+// With a wait limit, a Read that nothing answers ends at the limit by
+// itself (the call stays open: the client is still there), and a Write
+// after the last message fails without being sent.
+TEST_F(BlockingServerStreamTest, AWaitLimitEndsAReadAndNothingFollowsTheLast) {
+  std::atomic<bool> done{false}, read_result{true}, write_after_last{true};
+  std::atomic<int64_t> waited_ms{0};
+  Serve([&](OwnedStream* s) {
+    s->SetWaitLimit(absl::Now() + absl::Milliseconds(200));
+    const absl::Time start = absl::Now();
+    grpc::ByteBuffer m;
+    read_result = s->Read(&m);
+    waited_ms = absl::ToInt64Milliseconds(absl::Now() - start);
+    EXPECT_TRUE(
+        s->Write(Buffer("last"), grpc::WriteOptions().set_last_message()));
+    write_after_last = s->Write(Buffer("more"), grpc::WriteOptions());
+    done = true;
+    s->FinishWhenWritten(grpc::Status::OK);
+  });
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(30));
+  auto stream = method_->Call(&context);
+  std::vector<std::string> got;
+  grpc::ByteBuffer m;
+  while (stream->Read(&m)) got.push_back(Text(m));
+  EXPECT_TRUE(stream->Finish().ok());
+  ASSERT_TRUE(done);
+  EXPECT_FALSE(read_result);
+  EXPECT_GE(waited_ms, 190);  // not before the limit
+  EXPECT_FALSE(write_after_last);
+  EXPECT_EQ(got, (std::vector<std::string>{"last"}));
 }
 
 }  // namespace

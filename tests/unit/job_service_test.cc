@@ -1,7 +1,7 @@
 // Tests of server/job_service: a client's job end to end through the real
 // JobRunner, with a fake client stream and fake one-device workers that
-// negate their argument, and no process or socket. Admission (the
-// concurrent job limit), idempotent replay of a call_id, the locks on
+// negate their argument, and no process or socket. A call refused before
+// it began, idempotent replay of a call_id, the locks on
 // resident arrays (writers exclude readers and writers; read-only states
 // share), and the byte quota.
 #include "server/job_service.h"

@@ -2,6 +2,7 @@
 // (tests/unit/program_numpy.h runs each case fused and unfused too).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <random>
 #include <string>
@@ -184,6 +185,42 @@ TEST(ProgramEvaluator, IntegerPowerOfANegativeExponentTruncates) {
   const int32_t* o = (*out)[0].data_as<int32_t>();
   EXPECT_EQ(std::vector<int32_t>(o, o + 5),
             (std::vector<int32_t>{1, -1, 1, 0, 0}));
+}
+
+// relu keeps NaN and turns -0.0 into +0.0 (as jax.nn.relu), with each
+// special value at every position of a vector long enough for SIMD packets
+// and a scalar tail.
+TEST(ProgramEvaluator, ReluKeepsNaNAndZeroesNegativeZeroAtEveryPosition) {
+  const float specials[] = {std::nanf(""),
+                            -0.0f,
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::infinity(),
+                            -0.25f,
+                            0.25f};
+  for (const float special : specials) {
+    for (int at = 0; at < 37; ++at) {
+      ProgramBuilder b;
+      const int x = b.Param(ElemType::kFloat32, {37});
+      std::vector<Tensor> args;
+      args.emplace_back(shardmap::DType::kFloat32, Shape{37});
+      float* in = args[0].data_as<float>();
+      for (int i = 0; i < 37; ++i) in[i] = static_cast<float>(i % 7) - 3.0f;
+      in[at] = special;
+      const std::vector<float> xs(in, in + 37);
+      auto out = Evaluate(b.Build(b.Unary(OpCode::kRelu, x)), std::move(args),
+                          nullptr);
+      ASSERT_TRUE(out.ok()) << out.status();
+      const float* o = (*out)[0].data_as<float>();
+      for (int i = 0; i < 37; ++i) {
+        if (std::isnan(xs[i])) {
+          EXPECT_TRUE(std::isnan(o[i])) << i;
+          continue;
+        }
+        EXPECT_FALSE(std::signbit(o[i])) << i << ": " << xs[i];
+        EXPECT_EQ(o[i], xs[i] > 0 ? xs[i] : 0.0f) << i << ": " << xs[i];
+      }
+    }
+  }
 }
 
 TEST(ProgramEvaluator, LogicalOpsOnBoolAndIntegers) {
