@@ -37,6 +37,18 @@ bool OutcomeUnknown(const absl::Status& s) {
          s.code() == absl::StatusCode::kCancelled;
 }
 
+// gRPC's server ends a call whose deadline passed by resetting its stream,
+// which a client whose own deadline timer has not fired yet reads as
+// CANCELLED. A call this client did not cancel that ended CANCELLED once
+// its deadline had passed ended by its deadline.
+absl::Status DeadlineIfPast(absl::Status s, absl::Time deadline) {
+  if (s.code() != absl::StatusCode::kCancelled || absl::Now() < deadline) {
+    return s;
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("the job passed its deadline (", s.message(), ")"));
+}
+
 absl::Status MarkNotSafeToRetry(const absl::Status& s, absl::string_view what) {
   absl::Status marked(
       s.code(),
@@ -278,7 +290,8 @@ absl::StatusOr<JobResult> ShardClient::RunOnce(
   }
   if (!status.ok()) context.TryCancel();
   if (sender.joinable()) sender.join();
-  const absl::Status rpc = FromGrpcStatus(stream->Finish());
+  absl::Status rpc = FromGrpcStatus(stream->Finish());
+  if (status.ok()) rpc = DeadlineIfPast(std::move(rpc), deadline);
   if (!rpc.ok()) return rpc;
   if (!status.ok()) return status;
   return result;

@@ -13,7 +13,9 @@ channel instead.
 import asyncio
 import sys
 import threading
+import time
 
+import grpc
 import numpy as np
 
 from shardmap import channel as channel_lib
@@ -42,6 +44,17 @@ def _progress(arrays):
         return None
     return Progress(sum(a.nbytes for a in arrays if a is not None))
 
+
+
+def _cancelled(deadline):
+    """The error of a job call that ended CANCELLED without this client
+    cancelling it: gRPC's server resets a call's stream at its deadline,
+    which a client whose own deadline timer has not fired yet reads as
+    CANCELLED, so past the deadline it is DeadlineExceeded."""
+    if time.monotonic() >= deadline:
+        return errors.DeadlineExceeded(
+            "the job passed its deadline (its call was cancelled at it)")
+    return errors.Cancelled("the job's call was cancelled")
 
 class _Reader:
     """Turns the response messages into (JobResult, outputs)."""
@@ -148,6 +161,7 @@ class JobStreams:
             raise
 
     async def _run_aio(self, method, spec, arrays, timeout):
+        deadline = time.monotonic() + timeout
         reader = _Reader(_progress(arrays))
         call = method(_requests(spec, arrays, reader.progress),
                       timeout=timeout, metadata=self._metadata)
@@ -158,8 +172,16 @@ class JobStreams:
         except errors.Error:
             call.cancel()
             raise
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # this task is being cancelled (Ctrl-C, say)
+            # grpc.aio raises CancelledError for a call that ended
+            # CANCELLED.
+            raise _cancelled(deadline) from None
 
     def _run_sync(self, spec, arrays, timeout):
+        deadline = time.monotonic() + timeout
         reader = _Reader(_progress(arrays))
         call = self._sync(_requests(spec, arrays, reader.progress),
                           timeout=timeout, metadata=self._metadata)
@@ -169,6 +191,10 @@ class JobStreams:
             return reader.finish()
         except errors.Error:
             call.cancel()
+            raise
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.CANCELLED:
+                raise _cancelled(deadline) from None
             raise
 
     def close(self):
