@@ -55,13 +55,17 @@ RunJobCall* RunJobCall::Start(const Services& services,
     c->pass_ = *std::move(entered);
   }
   absl::StatusOr<uint64_t> ticket = services.admission->Submit(
-      [c] { c->services_.threads->Run([c] { c->Run(); }); },
+      [c] {
+        c->started_ = true;
+        c->services_.threads->Run([c] { c->Run(); });
+      },
       [c](absl::Status why) { c->Refuse(std::move(why)); });
   if (!ticket.ok()) {
     c->Refuse(ticket.status());
     return c;
   }
   c->ticket_ = static_cast<int64_t>(*ticket);
+  if (c->started_) return c;  // most jobs: no turn to wait for
   // If it still waits at its deadline, it ends then, saying so. On the
   // watchdog's thread, under its lock: a refusal is quick (a log line, a
   // counter, Finish, which runs no reaction here), and a thread per refusal

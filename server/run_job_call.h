@@ -74,6 +74,7 @@ class RunJobCall final : public BlockingServerStream {
   JobCall call_;
   std::unique_ptr<DrainGate::Pass> pass_;  // held until the call is done
   std::atomic<int64_t> ticket_{-1};        // in the queue; -1: none
+  std::atomic<bool> started_{false};       // admitted (its Run is posted)
   // Declared last, so they end (waiting for a callback that runs) before
   // anything their callbacks use is destroyed.
   // Cancels the call a little after its deadline, so a stalled client

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "client/shard_client.h"
-#include "tests/integration/raw_job.h"
+#include "tests/integration/job_queue_util.h"
 #include "tests/integration/test_cluster.h"
 #include "tests/unit/wait_until.h"
 
@@ -17,22 +17,12 @@ namespace {
 
 // A cluster of its own: the drain stops its coordinator.
 TEST(JobQueueDrainTest, ADrainTurnsTheWaitingAwayAndLetsTheRunningFinish) {
-  TestCluster::Options options;
-  options.num_workers = 2;
-  options.max_concurrent_jobs = 1;
-  TestCluster cluster(options);
+  TestCluster cluster(OneJobAtATime());
   auto client = *ShardClient::Create({cluster.address()});
-  auto jobs = [&](int running, int waiting) {
-    return WaitUntil([&] {
-      auto s = client->Status();
-      return s.ok() && s->jobs_running() == running &&
-             s->jobs_waiting() == waiting;
-    });
-  };
   RawJob holder(cluster.address(), absl::Seconds(30));
-  ASSERT_TRUE(jobs(1, 0));
+  ASSERT_TRUE(WaitForJobs(*client, 1, 0));
   RawJob waiting(cluster.address(), absl::Seconds(30));
-  ASSERT_TRUE(jobs(1, 1));
+  ASSERT_TRUE(WaitForJobs(*client, 1, 1));
 
   std::thread drain([&] { cluster.DrainCoordinator(); });
   // Turned away at once, though the running job holds the drain: it never

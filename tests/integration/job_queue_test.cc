@@ -15,7 +15,7 @@
 #include "client/shard_client.h"
 #include "rpc/channel.h"
 #include "shardmap/v1/coordinator.grpc.pb.h"
-#include "tests/integration/raw_job.h"
+#include "tests/integration/job_queue_util.h"
 #include "tests/integration/test_cluster.h"
 #include "tests/unit/wait_until.h"
 #include "wire/proto_convert.h"
@@ -26,9 +26,7 @@ namespace {
 class JobQueueTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    TestCluster::Options options;
-    options.num_workers = 2;
-    options.max_concurrent_jobs = 1;
+    TestCluster::Options options = OneJobAtATime();
     options.max_queued_jobs = 1;
     cluster_ = new TestCluster(options);
   }
@@ -39,13 +37,8 @@ class JobQueueTest : public ::testing::Test {
   void SetUp() override {
     client_ = *ShardClient::Create({cluster_->address()});
   }
-  // Waits until `running` jobs run and `waiting` wait.
   bool Jobs(int running, int waiting) {
-    return WaitUntil([&] {
-      auto s = client_->Status();
-      return s.ok() && s->jobs_running() == running &&
-             s->jobs_waiting() == waiting;
-    });
+    return WaitForJobs(*client_, running, waiting);
   }
 
   static inline TestCluster* cluster_ = nullptr;
@@ -129,23 +122,14 @@ TEST_F(JobQueueTest, AWaitingJobWhoseDeadlinePassesLeavesTheQueue) {
 // before the job holding the turn (as old, plus its stream's margin) is
 // cancelled.
 TEST(JobQueueDeadlineTest, AJobStillWaitingAtItsDeadlineSaysItNeverStarted) {
-  TestCluster::Options options;
-  options.num_workers = 2;
-  options.max_concurrent_jobs = 1;
+  TestCluster::Options options = OneJobAtATime();
   options.max_job_time = absl::Seconds(2);
   TestCluster cluster(options);
   auto client = *ShardClient::Create({cluster.address()});
-  auto jobs = [&](int running, int waiting) {
-    return WaitUntil([&] {
-      auto s = client->Status();
-      return s.ok() && s->jobs_running() == running &&
-             s->jobs_waiting() == waiting;
-    });
-  };
   RawJob holder(cluster.address(), absl::Seconds(60));
-  ASSERT_TRUE(jobs(1, 0));
+  ASSERT_TRUE(WaitForJobs(*client, 1, 0));
   RawJob waiting(cluster.address(), absl::Seconds(60));
-  ASSERT_TRUE(jobs(1, 1));
+  ASSERT_TRUE(WaitForJobs(*client, 1, 1));
   const grpc::Status w = waiting.Drain(nullptr);
   EXPECT_EQ(w.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   EXPECT_NE(w.error_message().find("never started"), std::string::npos)

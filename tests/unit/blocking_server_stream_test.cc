@@ -15,25 +15,11 @@
 
 #include "absl/synchronization/mutex.h"
 #include "rpc/raw_method.h"
+#include "tests/unit/byte_buffers.h"
 #include "tests/unit/wait_until.h"
 
 namespace shardmap {
 namespace {
-
-std::string Text(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(buffer.Dump(&slices).ok());
-  std::string all;
-  for (const grpc::Slice& s : slices) {
-    all.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return all;
-}
-
-grpc::ByteBuffer Buffer(const std::string& text) {
-  grpc::Slice slice(text);
-  return grpc::ByteBuffer(&slice, 1);
-}
 
 std::atomic<int> live_streams{0};
 
@@ -98,6 +84,20 @@ class BlockingServerStreamTest : public ::testing::Test {
     EXPECT_TRUE(WaitUntil([] { return live_streams == 0; }));
   }
 
+  // A call of the test's method, bounded by a 30 s deadline.
+  std::unique_ptr<RawBidiMethod::Stream> Call(grpc::ClientContext* context) {
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::seconds(30));
+    return method_->Call(context);
+  }
+  // Every message the server sends, to the end of the call.
+  static std::vector<std::string> ReadAll(RawBidiMethod::Stream* stream) {
+    std::vector<std::string> got;
+    grpc::ByteBuffer m;
+    while (stream->Read(&m)) got.push_back(BufferBytes(m));
+    return got;
+  }
+
   std::unique_ptr<Service> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<RawBidiMethod> method_;
@@ -109,16 +109,14 @@ void Echo(OwnedStream* s, grpc::Status end) {
   grpc::ByteBuffer m;
   while (s->Read(&m)) EXPECT_TRUE(s->Write(m, grpc::WriteOptions()));
   EXPECT_TRUE(
-      s->Write(Buffer("last"), grpc::WriteOptions().set_last_message()));
+      s->Write(BufferOf("last"), grpc::WriteOptions().set_last_message()));
   s->FinishWhenWritten(end);
 }
 
 TEST_F(BlockingServerStreamTest, EchoesEveryMessageInOrderThenTheLastOne) {
   Serve([](OwnedStream* s) { Echo(s, grpc::Status::OK); });
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
-  auto stream = method_->Call(&context);
+  auto stream = Call(&context);
   // Sizes from 1 byte to 300 KiB: together far more than the 4 MiB the
   // stream queues, so writing and reading must overlap.
   std::vector<std::string> sent;
@@ -126,12 +124,10 @@ TEST_F(BlockingServerStreamTest, EchoesEveryMessageInOrderThenTheLastOne) {
     sent.push_back(std::string(1 + (i * 7919) % (300 << 10), 'a' + i % 26));
   }
   std::thread writer([&] {
-    for (const std::string& m : sent) ASSERT_TRUE(stream->Write(Buffer(m)));
+    for (const std::string& m : sent) ASSERT_TRUE(stream->Write(BufferOf(m)));
     stream->WritesDone();
   });
-  std::vector<std::string> got;
-  grpc::ByteBuffer m;
-  while (stream->Read(&m)) got.push_back(Text(m));
+  const std::vector<std::string> got = ReadAll(stream.get());
   writer.join();
   EXPECT_TRUE(stream->Finish().ok());
   ASSERT_EQ(got.size(), sent.size() + 1);
@@ -148,14 +144,10 @@ TEST_F(BlockingServerStreamTest, TheLastMessageLeavesWithAnErrorStatusToo) {
     Echo(s, grpc::Status(grpc::StatusCode::ABORTED, "the job failed late"));
   });
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
-  auto stream = method_->Call(&context);
-  ASSERT_TRUE(stream->Write(Buffer("x")));
+  auto stream = Call(&context);
+  ASSERT_TRUE(stream->Write(BufferOf("x")));
   stream->WritesDone();
-  std::vector<std::string> got;
-  grpc::ByteBuffer m;
-  while (stream->Read(&m)) got.push_back(Text(m));
+  const std::vector<std::string> got = ReadAll(stream.get());
   const grpc::Status status = stream->Finish();
   EXPECT_EQ(status.error_code(), grpc::StatusCode::ABORTED);
   EXPECT_EQ(status.error_message(), "the job failed late");
@@ -175,9 +167,7 @@ TEST_F(BlockingServerStreamTest, ACancelEndsARead) {
     s->FinishWhenWritten(grpc::Status::OK);
   });
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
-  auto stream = method_->Call(&context);
+  auto stream = Call(&context);
   ASSERT_TRUE(WaitUntil([] { return live_streams == 1; }));
   context.TryCancel();
   ASSERT_TRUE(WaitUntil([&] { return read_returned.load(); }));
@@ -193,7 +183,7 @@ TEST_F(BlockingServerStreamTest, AWriterWaitsForRoomUntilTheCallEnds) {
   std::atomic<int> written{0};
   std::atomic<bool> done{false}, last_write{true};
   Serve([&](OwnedStream* s) {
-    const grpc::ByteBuffer mib = Buffer(std::string(1 << 20, 'm'));
+    const grpc::ByteBuffer mib = BufferOf(std::string(1 << 20, 'm'));
     bool ok = true;
     for (int i = 0; i < kMessages && ok; ++i) {
       ok = s->Write(mib, grpc::WriteOptions());
@@ -204,10 +194,8 @@ TEST_F(BlockingServerStreamTest, AWriterWaitsForRoomUntilTheCallEnds) {
     s->FinishWhenWritten(grpc::Status::OK);
   });
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
-  auto stream = method_->Call(&context);
-  ASSERT_TRUE(stream->Write(Buffer("go")));
+  auto stream = Call(&context);
+  ASSERT_TRUE(stream->Write(BufferOf("go")));
   ASSERT_TRUE(WaitUntil([&] { return written >= 2; }));
   context.TryCancel();
   ASSERT_TRUE(WaitUntil([&] { return done.load(); }));
@@ -229,18 +217,14 @@ TEST_F(BlockingServerStreamTest, AWaitLimitEndsAReadAndNothingFollowsTheLast) {
     read_result = s->Read(&m);
     waited_ms = absl::ToInt64Milliseconds(absl::Now() - start);
     EXPECT_TRUE(
-        s->Write(Buffer("last"), grpc::WriteOptions().set_last_message()));
-    write_after_last = s->Write(Buffer("more"), grpc::WriteOptions());
+        s->Write(BufferOf("last"), grpc::WriteOptions().set_last_message()));
+    write_after_last = s->Write(BufferOf("more"), grpc::WriteOptions());
     done = true;
     s->FinishWhenWritten(grpc::Status::OK);
   });
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(30));
-  auto stream = method_->Call(&context);
-  std::vector<std::string> got;
-  grpc::ByteBuffer m;
-  while (stream->Read(&m)) got.push_back(Text(m));
+  auto stream = Call(&context);
+  const std::vector<std::string> got = ReadAll(stream.get());
   EXPECT_TRUE(stream->Finish().ok());
   ASSERT_TRUE(done);
   EXPECT_FALSE(read_result);

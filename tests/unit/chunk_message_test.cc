@@ -10,20 +10,10 @@
 #include "rpc/raw_method.h"
 #include "shardmap/v1/coordinator.pb.h"
 #include "shardmap/v1/worker.pb.h"
+#include "tests/unit/byte_buffers.h"
 
 namespace shardmap {
 namespace {
-
-// The whole buffer's bytes, as a peer receives them.
-std::string Flatten(const grpc::ByteBuffer& buffer) {
-  std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(buffer.Dump(&slices).ok());
-  std::string all;
-  for (const grpc::Slice& s : slices) {
-    all.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return all;
-}
 
 LentChunk ChunkOver(const std::vector<uint8_t>& bytes, uint32_t index,
                     uint64_t offset, std::shared_ptr<const void> owner) {
@@ -47,15 +37,15 @@ TEST(ChunkMessageTest, IsTheWrapperMessageWithItsChunk) {
   const std::string want(bytes->begin(), bytes->end());
 
   v1::ShardRequest request;
-  ASSERT_TRUE(request.ParseFromString(
-      Flatten(EncodeChunkMessage(v1::ShardRequest::kChunkFieldNumber, chunk))));
+  ASSERT_TRUE(request.ParseFromString(BufferBytes(
+      EncodeChunkMessage(v1::ShardRequest::kChunkFieldNumber, chunk))));
   ASSERT_TRUE(request.has_chunk());
   EXPECT_EQ(request.chunk().index(), 3u);
   EXPECT_EQ(request.chunk().offset(), 123456789012ull);
   EXPECT_EQ(request.chunk().data(), want);
 
   v1::RunJobResponse response;
-  ASSERT_TRUE(response.ParseFromString(Flatten(
+  ASSERT_TRUE(response.ParseFromString(BufferBytes(
       EncodeChunkMessage(v1::RunJobResponse::kChunkFieldNumber, chunk))));
   ASSERT_TRUE(response.has_chunk());
   EXPECT_EQ(response.chunk().data(), want);
@@ -63,15 +53,15 @@ TEST(ChunkMessageTest, IsTheWrapperMessageWithItsChunk) {
   // Byte for byte what protobuf itself writes.
   v1::ShardResponse reference;
   *reference.mutable_chunk() = chunk.Copy();
-  EXPECT_EQ(
-      Flatten(EncodeChunkMessage(v1::ShardResponse::kChunkFieldNumber, chunk)),
-      reference.SerializeAsString());
+  EXPECT_EQ(BufferBytes(EncodeChunkMessage(v1::ShardResponse::kChunkFieldNumber,
+                                           chunk)),
+            reference.SerializeAsString());
 }
 
 TEST(ChunkMessageTest, IndexAndOffsetZeroAndNoBytes) {
   const std::vector<uint8_t> none;
   v1::ShardRequest request;
-  ASSERT_TRUE(request.ParseFromString(Flatten(EncodeChunkMessage(
+  ASSERT_TRUE(request.ParseFromString(BufferBytes(EncodeChunkMessage(
       v1::ShardRequest::kChunkFieldNumber, ChunkOver(none, 0, 0, nullptr)))));
   ASSERT_TRUE(request.has_chunk());
   EXPECT_EQ(request.chunk().index(), 0u);
@@ -111,9 +101,9 @@ TEST(ChunkMessageTest, CopiesBytesWithoutAnOwnerOrSmall) {
   small.reset();
   EXPECT_TRUE(alive.expired());  // not held by the buffer
   v1::ShardRequest request;
-  ASSERT_TRUE(request.ParseFromString(Flatten(buffer)));
+  ASSERT_TRUE(request.ParseFromString(BufferBytes(buffer)));
   EXPECT_EQ(request.chunk().data(), std::string(kInlineChunkBytes, '\1'));
-  ASSERT_TRUE(request.ParseFromString(Flatten(small_buffer)));
+  ASSERT_TRUE(request.ParseFromString(BufferBytes(small_buffer)));
   EXPECT_EQ(request.chunk().data(), std::string(100, '\1'));
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/unit/byte_buffers.h"
 #include "tests/unit/status_matchers.h"
 
 namespace shardmap {
@@ -39,16 +40,6 @@ std::string RandomBytes(size_t n, uint32_t seed) {
 absl::Span<const uint8_t> Bytes(const std::string& s) {
   return absl::MakeConstSpan(reinterpret_cast<const uint8_t*>(s.data()),
                              s.size());
-}
-
-std::string Flat(const grpc::ByteBuffer& b) {
-  std::vector<grpc::Slice> slices;
-  EXPECT_TRUE(b.Dump(&slices).ok());
-  std::string out;
-  for (const grpc::Slice& s : slices) {
-    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
-  }
-  return out;
 }
 
 // `bytes` cut into slices at the given sizes, cycling through them.
@@ -94,7 +85,7 @@ TEST(PeerFrameTest, EncodedFrameIsAProtobufPeerFrame) {
   const std::string data = RandomBytes(3 << 20, 1);
   const grpc::ByteBuffer wire = EncodeFrame(Header(), Bytes(data));
   v1::PeerFrame parsed;
-  ASSERT_TRUE(parsed.ParseFromString(Flat(wire)));
+  ASSERT_TRUE(parsed.ParseFromString(BufferBytes(wire)));
   EXPECT_EQ(parsed.data(), data);
   EXPECT_EQ(parsed.job_id(), "job-9");
   EXPECT_EQ(parsed.step(), 40000u);
@@ -108,7 +99,7 @@ TEST(PeerFrameTest, RoundTripKeepsHeaderAndPayload) {
     const grpc::ByteBuffer wire = EncodeFrame(Header(), Bytes(data));
     DecodedFrame frame = MustDecode(wire);
     EXPECT_EQ(frame.payload.size(), n);
-    ExpectMatchesProtobuf(frame, Flat(wire));
+    ExpectMatchesProtobuf(frame, BufferBytes(wire));
   }
 }
 
@@ -171,7 +162,7 @@ TEST(PeerFrameTest, TheLastOfRepeatedPayloadsWins) {
 }
 
 TEST(PeerFrameTest, MalformedBytesAreRejected) {
-  const std::string good = Flat(EncodeFrame(Header(), Bytes("abcdef")));
+  const std::string good = BufferBytes(EncodeFrame(Header(), Bytes("abcdef")));
   const std::vector<std::string> bad = {
       std::string("\x80", 1),  // a tag cut short
       std::string("\x1b", 1),  // wire type 3 (group)

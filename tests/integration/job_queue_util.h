@@ -1,10 +1,12 @@
-// A RunJob call made by hand for the integration tests: identity of
-// float32[4] over x=2, whose JobSpec goes at once and whose argument only
-// when asked, so a job can hold a turn for as long as a test needs.
+// What the job queue's integration tests share: a cluster that runs one job
+// at a time; a RunJob call made by hand (identity of float32[4] over x=2,
+// whose JobSpec goes at once and whose argument only when asked, so a job
+// can hold a turn for as long as a test needs); and a bounded wait for the
+// coordinator to report how many jobs run and wait.
 //
 // Not thread-safe: one thread per call.
-#ifndef SHARDMAP_TESTS_INTEGRATION_RAW_JOB_H_
-#define SHARDMAP_TESTS_INTEGRATION_RAW_JOB_H_
+#ifndef SHARDMAP_TESTS_INTEGRATION_JOB_QUEUE_UTIL_H_
+#define SHARDMAP_TESTS_INTEGRATION_JOB_QUEUE_UTIL_H_
 
 #include <grpcpp/grpcpp.h>
 
@@ -13,8 +15,11 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "client/shard_client.h"
 #include "rpc/channel.h"
 #include "shardmap/v1/coordinator.grpc.pb.h"
+#include "tests/integration/test_cluster.h"
+#include "tests/unit/wait_until.h"
 #include "wire/proto_convert.h"
 
 namespace shardmap {
@@ -70,6 +75,24 @@ class RawJob {
       stream_;
 };
 
+// Two workers, one job at a time.
+inline TestCluster::Options OneJobAtATime() {
+  TestCluster::Options options;
+  options.num_workers = 2;
+  options.max_concurrent_jobs = 1;
+  return options;
+}
+
+// Waits (WaitUntil's bound) until the coordinator reports `running` jobs
+// running and `waiting` waiting; false if it never does.
+inline bool WaitForJobs(const ShardClient& client, int running, int waiting) {
+  return WaitUntil([&] {
+    auto s = client.Status();
+    return s.ok() && s->jobs_running() == running &&
+           s->jobs_waiting() == waiting;
+  });
+}
+
 }  // namespace shardmap
 
-#endif  // SHARDMAP_TESTS_INTEGRATION_RAW_JOB_H_
+#endif  // SHARDMAP_TESTS_INTEGRATION_JOB_QUEUE_UTIL_H_
