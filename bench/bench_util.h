@@ -7,10 +7,12 @@
 #define SHARDMAP_BENCH_BENCH_UTIL_H_
 
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -73,6 +75,37 @@ inline void ResetHwm(pid_t pid = 0) {
   }
   close(fd);
 }
+
+// A barrier whose waiters poll, yielding the core, instead of sleeping in
+// the kernel, as MPI_Barrier and gloo::barrier wait: every rank leaves it
+// running, so an iteration's time does not include waking a peer that
+// slept in the barrier (a futex wake-up on a busy 2-core host costs as
+// much as a whole small collective). Lock-free atomics only, so it works
+// in memory shared between forked processes (MAP_SHARED) as well as
+// between threads. A rank that never comes leaves the others polling:
+// the drivers' watchdogs end such a run.
+class SpinBarrier {
+ public:
+  explicit SpinBarrier(int parties) : parties_(parties) {}
+
+  void Wait() {
+    const unsigned round = round_.load(std::memory_order_acquire);
+    if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == parties_) {
+      arrived_.store(0, std::memory_order_relaxed);
+      round_.fetch_add(1, std::memory_order_release);
+      return;
+    }
+    while (round_.load(std::memory_order_acquire) == round) sched_yield();
+  }
+
+ private:
+  static_assert(std::atomic<int>::is_always_lock_free &&
+                    std::atomic<unsigned>::is_always_lock_free,
+                "shared between processes");
+  const int parties_;
+  std::atomic<int> arrived_{0};
+  std::atomic<unsigned> round_{0};
+};
 
 // Ends the process (exit 1, naming `who`) after `seconds`: a benchmark
 // that hangs fails instead. Processes it started with PDEATHSIG die too.

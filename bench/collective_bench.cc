@@ -236,8 +236,9 @@ struct Layout {
 };
 
 struct Shared {
-  pthread_barrier_t barrier;
-  int failed;
+  explicit Shared(int workers) : barrier(workers) {}
+  shardmap_bench::SpinBarrier barrier;
+  int failed = 0;
 };
 
 void PrintResults(const Config& c, const Layout& L, const double* seconds,
@@ -295,13 +296,9 @@ int RunProcesses(const Config& c) {
     std::perror("mmap");
     return 1;
   }
-  Shared* shared = static_cast<Shared*>(mem);
+  Shared* shared = new (mem) Shared(c.workers);
   double* seconds = reinterpret_cast<double*>(shared + 1);
   long* hwm_kb = reinterpret_cast<long*>(seconds + L.num_seconds());
-  pthread_barrierattr_t attr;
-  pthread_barrierattr_init(&attr);
-  pthread_barrierattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_barrier_init(&shared->barrier, &attr, c.workers);
 
   const char* tmp = std::getenv("TMPDIR");
   std::string dir_template =
@@ -356,7 +353,7 @@ int RunProcesses(const Config& c) {
       Rank rank(c, r, c.sizes[s], &mesh, &transport);
       ResetHwm();
       for (int it = 0; it < warmup + iters; ++it) {
-        pthread_barrier_wait(&shared->barrier);
+        shared->barrier.Wait();
         const auto t0 = std::chrono::steady_clock::now();
         absl::Status st = rank.Run(/*check=*/false);
         const auto t1 = std::chrono::steady_clock::now();
@@ -365,7 +362,7 @@ int RunProcesses(const Config& c) {
         if (st.ok() && it == 0) {
           // Checked once per size: a second, untimed call whose result is
           // compared element by element.
-          pthread_barrier_wait(&shared->barrier);
+          shared->barrier.Wait();
           st = rank.Run(/*check=*/true);
         }
         if (!st.ok()) {
@@ -377,7 +374,7 @@ int RunProcesses(const Config& c) {
       hwm_kb[s * c.workers + r] = ReadHwmKb();
     }
     // Nobody leaves while a peer may still be reading from it.
-    pthread_barrier_wait(&shared->barrier);
+    shared->barrier.Wait();
     node.server->Shutdown(std::chrono::system_clock::now() +
                           std::chrono::milliseconds(200));
     std::fflush(stderr);
@@ -449,8 +446,7 @@ int RunThreads(const Config& c) {
   const Layout L{c.workers, max_total, c.sizes.size()};
   std::vector<double> seconds(L.num_seconds());
   std::vector<long> hwm_kb(c.sizes.size() * c.workers, -1);
-  pthread_barrier_t barrier;
-  pthread_barrier_init(&barrier, nullptr, c.workers);
+  shardmap_bench::SpinBarrier barrier(c.workers);
   const Mesh mesh = *Mesh::Create({{"x", c.workers}});
   std::vector<absl::Status> status(c.workers);
   // A watchdog: a stuck collective must not hang the run.
@@ -471,14 +467,14 @@ int RunThreads(const Config& c) {
                                       TransportOptions(r, s, addresses));
         Rank rank(c, r, c.sizes[s], &mesh, &transport);
         for (int it = 0; it < warmup + iters; ++it) {
-          pthread_barrier_wait(&barrier);
+          barrier.Wait();
           const auto t0 = std::chrono::steady_clock::now();
           absl::Status st = rank.Run(false);
           const auto t1 = std::chrono::steady_clock::now();
           seconds[L.seconds_at(s, r, it)] =
               std::chrono::duration<double>(t1 - t0).count();
           if (st.ok() && it == 0) {
-            pthread_barrier_wait(&barrier);
+            barrier.Wait();
             st = rank.Run(true);
           }
           if (!st.ok()) {

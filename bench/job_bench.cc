@@ -211,9 +211,10 @@ int RunPrograms(const ShardClient& client, int workers, int tiny_iters,
 
 int Run(int workers, int tiny_iters, int clients, double seconds,
         int64_t big_bytes, int big_iters, int mlp_rows, int mlp_width,
-        int mlp_iters) {
+        int mlp_iters, const std::vector<std::string>& coordinator_flags) {
   LocalCluster::Options options;
   options.num_workers = workers;
+  options.coordinator_args = coordinator_flags;
   options.start_timeout = absl::Seconds(60);
   auto cluster = LocalCluster::Start(options);
   if (!cluster.ok()) {
@@ -360,6 +361,7 @@ int main(int argc, char** argv) {
   int mlp_rows = 256, mlp_width = 1024, mlp_iters = 5;
   double seconds = 3;
   int64_t big_bytes = 256 << 20;
+  std::vector<std::string> coordinator_flags;
   app.add_option("--workers", workers)->capture_default_str();
   app.add_option("--tiny-iters", tiny_iters)->capture_default_str();
   app.add_option("--clients", clients)->capture_default_str();
@@ -375,6 +377,9 @@ int main(int argc, char** argv) {
   app.add_option("--mlp-iters", mlp_iters)->capture_default_str();
   app.add_option("--timeout", timeout, "seconds before giving up")
       ->capture_default_str();
+  app.add_option("--coordinator-flag", coordinator_flags,
+                 "a flag for the coordinator, e.g. --job-links=always "
+                 "(repeatable)");
   CLI11_PARSE(app, argc, argv);
   if (big_bytes % (4 * workers) != 0) {
     std::fprintf(stderr, "--big-bytes must split into float32 per worker\n");
@@ -387,5 +392,6 @@ int main(int argc, char** argv) {
     return 64;
   }
   return shardmap::Run(workers, tiny_iters, clients, seconds, big_bytes,
-                       big_iters, mlp_rows, mlp_width, mlp_iters);
+                       big_iters, mlp_rows, mlp_width, mlp_iters,
+                       coordinator_flags);
 }
