@@ -28,8 +28,11 @@ class GrpcWorkerConnector final : public WorkerConnector {
                                      absl::Time deadline) override;
   std::unique_ptr<ShardChannel> OpenSmall(const std::string& address,
                                           absl::Time deadline) override;
+  // A worker with no link up gets one started, for the calls after this.
   bool SmallReady(const std::string& address, absl::Time deadline) override {
-    return links_.Ready(address, deadline);
+    if (links_.Ready(address, deadline)) return true;
+    links_.Prepare(address, deadline);
+    return false;
   }
   absl::Status SkipTickets(const std::string& address,
                            const v1::SkipTicketsRequest& request,

@@ -11,9 +11,10 @@
 
 namespace shardmap {
 
-// kAuto: while other jobs run (they then cost the workers a call less
-// each; a job alone is answered sooner on streams of its own, which its
-// threads poll themselves); kAlways; kNever.
+// kAuto: when the links are up, or other jobs run (a job alone does not
+// wait for links to be made: it has them started and opens streams of its
+// own meanwhile); kAlways: a small job waits for its links to be made;
+// kNever.
 enum class JobLinks { kAuto, kAlways, kNever };
 
 // "auto", "always" or "never"; INVALID_ARGUMENT naming --job-links else.

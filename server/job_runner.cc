@@ -87,25 +87,31 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   fanout_options.liveness_poll = options_.liveness_poll;
   fanout_options.check_live = options_.check_live;
   fanout_options.two_phase = commit.two_phase();
-  // A small job shares the links only while other jobs run: they save
-  // the workers a call each, but each message crosses one more thread
-  // (gRPC 1.51 runs callback reactions on threads of their own), so a job
-  // alone is answered sooner on streams of its own, which the waiting
-  // threads poll themselves.
-  fanout_options.small =
-      plan.input_bytes() <= kSmallJobBytes &&
-      (options_.job_links == JobLinks::kAlways ||
-       (options_.job_links == JobLinks::kAuto && running.others() > 0));
+  // A small job's calls share the workers' links (server/shard_link.h):
+  // each is then a message or two on a stream already open, and a worker
+  // runs a tiny one on the thread that read it (worker/inline_call.h). A
+  // lone job under `auto` takes them only if they are up, and otherwise
+  // has them started for the jobs after it and opens streams of its own
+  // meanwhile rather than wait for them; with other jobs running it waits.
+  const bool small = plan.input_bytes() <= kSmallJobBytes;
+  bool links_up = small && options_.job_links != JobLinks::kNever;
+  if (links_up) {
+    // Asks every worker, none skipped: each link not up gets started.
+    size_t up = 0;
+    for (const WorkerPool::Worker& w : workers) {
+      if (connector_->SmallReady(w.address, deadline)) ++up;
+    }
+    links_up = up == workers.size();
+  }
+  fanout_options.small = small && (options_.job_links == JobLinks::kAlways ||
+                                   (options_.job_links == JobLinks::kAuto &&
+                                    (links_up || running.others() > 0)));
   // A tiny one's calls run on this thread, one after another: its
   // arguments come first, all of them (a few messages at most), so that no
   // call waits for the client's bytes while the others wait for it.
   // Only on links already up, whose calls say when their answer is in.
   fanout_options.serial =
-      fanout_options.small && plan.input_bytes() <= kSerialJobBytes &&
-      std::all_of(workers.begin(), workers.end(),
-                  [&](const WorkerPool::Worker& w) {
-                    return connector_->SmallReady(w.address, deadline);
-                  });
+      fanout_options.small && plan.input_bytes() <= kSerialJobBytes && links_up;
   DeviceFanout fanout(fanout_options, &device_threads_, connector_, workers,
                       deadline);
   absl::Status received;

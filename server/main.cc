@@ -83,8 +83,8 @@ int main(int argc, char** argv) {
   std::string job_links = "auto";
   app.add_option("--job-links", job_links,
                  "when small jobs reach the workers over one long-lived "
-                 "stream per worker instead of a stream per job: auto (while "
-                 "other jobs run), always, never")
+                 "stream per worker instead of a stream per job: auto (when "
+                 "the links are up or other jobs run), always, never")
       ->envname("SHARDMAP_JOB_LINKS")
       ->capture_default_str()
       ->check([](const std::string& value) {

@@ -76,7 +76,8 @@ class WorkerConnector {
   // Whether a channel OpenSmall makes now for a call that ends by
   // `deadline` would find its stream up (a serial fan-out runs only then),
   // and tell when it is readable (ShardChannel::Readable). False unless a
-  // connector knows.
+  // connector knows. A connector may start making the stream when it is
+  // not up, so that later calls find it.
   virtual bool SmallReady(const std::string& address, absl::Time deadline) {
     return false;
   }

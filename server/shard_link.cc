@@ -171,49 +171,69 @@ bool ShardLinks::Ready(const std::string& address, absl::Time deadline) {
   return link->expires() - kLinkMargin >= deadline && link->ready();
 }
 
+std::shared_ptr<ShardLink> ShardLinks::FindOrStartLocked(
+    const std::string& address, absl::Time deadline,
+    std::shared_ptr<ShardLink>* retired) {
+  const absl::Time now = absl::Now();
+  if (auto it = legacy_.find(address); it != legacy_.end()) {
+    if (now < it->second) return nullptr;
+    legacy_.erase(it);
+  }
+  if (deadline > now + kLinkLife - kLinkMargin) return nullptr;
+  auto it = links_.find(address);
+  if (it != links_.end() && it->second->failed() &&
+      it->second->status().code() == absl::StatusCode::kUnimplemented) {
+    // A link Prepare made, to a worker that predates links.
+    legacy_[address] = now + kLegacyRetry;
+    links_.erase(it);
+    return nullptr;
+  }
+  if (it != links_.end() && (it->second->failed() ||
+                             it->second->expires() - kLinkMargin < deadline)) {
+    *retired = std::move(it->second);
+    links_.erase(it);
+    it = links_.end();
+  }
+  if (it != links_.end()) return it->second;
+  std::shared_ptr<grpc::Channel> channel;
+  std::shared_ptr<v1::Worker::Stub> stub =
+      channels_->Stub<v1::Worker>(address, &channel);
+  std::shared_ptr<ShardLink> link = ShardLink::Start(
+      stub.get(), now + kLinkLife,
+      [channels = channels_, address, channel](const absl::Status& s) {
+        channels->OnCallEnded(address, channel, s);
+      });
+  links_[address] = link;
+  // Forget links that are done.
+  std::vector<std::shared_ptr<ShardLink>> live;
+  for (auto& l : started_) {
+    if (!l->WaitDone(absl::InfinitePast())) live.push_back(std::move(l));
+  }
+  live.push_back(link);
+  started_.swap(live);
+  return link;
+}
+
+void ShardLinks::Prepare(const std::string& address, absl::Time deadline) {
+  std::shared_ptr<ShardLink> retired;
+  {
+    absl::MutexLock lock(&mu_);
+    FindOrStartLocked(address, deadline, &retired);
+  }
+  if (retired != nullptr) retired->Retire();
+}
+
 absl::StatusOr<std::shared_ptr<ShardLink>> ShardLinks::Acquire(
     const std::string& address, absl::Time deadline,
     const std::atomic<bool>& cancelled) {
-  const absl::Time now = absl::Now();
   std::shared_ptr<ShardLink> link;
   std::shared_ptr<ShardLink> retired;
   {
     absl::MutexLock lock(&mu_);
-    if (auto it = legacy_.find(address); it != legacy_.end()) {
-      if (now < it->second) return nullptr;
-      legacy_.erase(it);
-    }
-    if (deadline > now + kLinkLife - kLinkMargin) return nullptr;
-    auto it = links_.find(address);
-    if (it != links_.end() &&
-        (it->second->failed() ||
-         it->second->expires() - kLinkMargin < deadline)) {
-      retired = std::move(it->second);
-      links_.erase(it);
-      it = links_.end();
-    }
-    if (it != links_.end()) {
-      link = it->second;
-    } else {
-      std::shared_ptr<grpc::Channel> channel;
-      std::shared_ptr<v1::Worker::Stub> stub =
-          channels_->Stub<v1::Worker>(address, &channel);
-      link = ShardLink::Start(
-          stub.get(), now + kLinkLife,
-          [channels = channels_, address, channel](const absl::Status& s) {
-            channels->OnCallEnded(address, channel, s);
-          });
-      links_[address] = link;
-      // Forget links that are done.
-      std::vector<std::shared_ptr<ShardLink>> live;
-      for (auto& l : started_) {
-        if (!l->WaitDone(absl::InfinitePast())) live.push_back(std::move(l));
-      }
-      live.push_back(link);
-      started_.swap(live);
-    }
+    link = FindOrStartLocked(address, deadline, &retired);
   }
   if (retired != nullptr) retired->Retire();
+  if (link == nullptr) return nullptr;
   if (link->WaitReady(deadline, cancelled)) return link;
   absl::Status s = link->status();
   if (s.code() == absl::StatusCode::kUnimplemented) {

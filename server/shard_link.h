@@ -114,8 +114,19 @@ class ShardLinks {
   // ends by `deadline` at once, without making one or waiting for one to
   // be ready.
   bool Ready(const std::string& address, absl::Time deadline);
+  // Starts making the link Acquire would hand out for `deadline`, if there
+  // is none, without waiting for it: for the calls after this one.
+  void Prepare(const std::string& address, absl::Time deadline);
 
  private:
+  // The link to `address` for a call that ends by `deadline`, started now
+  // if there is none (or it failed, or ends too soon; the old one then
+  // goes to `retired`, for the caller to retire once it released mu_);
+  // null when calls to `address` are to use RunShard.
+  std::shared_ptr<ShardLink> FindOrStartLocked(
+      const std::string& address, absl::Time deadline,
+      std::shared_ptr<ShardLink>* retired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   ChannelCache* const channels_;
   absl::Mutex mu_;
   std::map<std::string, std::shared_ptr<ShardLink>> links_ ABSL_GUARDED_BY(mu_);

@@ -114,6 +114,11 @@ absl::Status JobSequencer::Enter(const std::string& worker_id, uint64_t ticket,
   return absl::OkStatus();
 }
 
+bool JobSequencer::TurnIsNow(const std::string& worker_id, uint64_t ticket) {
+  absl::MutexLock lock(&mu_);
+  return worker_id == worker_id_ && ticket == next_ && !running_;
+}
+
 void JobSequencer::Leave(const std::string& worker_id, uint64_t ticket) {
   absl::MutexLock lock(&mu_);
   if (worker_id != worker_id_) return;  // the order restarted meanwhile

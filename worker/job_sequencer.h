@@ -47,6 +47,10 @@ class JobSequencer {
   absl::Status Enter(const std::string& worker_id, uint64_t ticket,
                      absl::Time deadline,
                      const std::function<bool()>& cancelled);
+  // Whether the turn of `ticket` has come and no job runs: Enter would then
+  // grant it without waiting (only this ticket's job can take the turn).
+  // False for an id other than the current one.
+  bool TurnIsNow(const std::string& worker_id, uint64_t ticket);
   // Ends the turn Enter granted.
   void Leave(const std::string& worker_id, uint64_t ticket);
   // The ticket's job will not run here: later tickets need not wait for it,

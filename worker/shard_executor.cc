@@ -12,6 +12,11 @@
 
 namespace shardmap {
 
+bool ShardExecutor::IsLocal(const std::string& function) const {
+  absl::StatusOr<const FunctionDef*> def = registry_->Find(function);
+  return def.ok() && (*def)->local;
+}
+
 absl::StatusOr<std::vector<Tensor>> ShardExecutor::Run(
     ShardCall call, Communicator* comm,
     std::map<std::string, Tensor>* states) const {

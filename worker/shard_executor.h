@@ -55,6 +55,9 @@ class ShardExecutor {
       ShardCall call, Communicator* comm = nullptr,
       std::map<std::string, Tensor>* states = nullptr) const;
 
+  // Whether `function` is registered and local (FunctionDef::local).
+  bool IsLocal(const std::string& function) const;
+
  private:
   absl::StatusOr<std::vector<Tensor>> RunProgram(ShardCall call,
                                                  Communicator* comm) const;

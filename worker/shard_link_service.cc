@@ -89,10 +89,11 @@ class ShardLinkReactor::Call final : public ShardStream {
 };
 
 ShardLinkReactor::ShardLinkReactor(DeviceThreads* threads, DrainGate* gate,
-                                   RunCall run)
+                                   RunCall run, RunsInline runs_inline)
     : threads_(threads),
       gate_(gate),
       run_(std::move(run)),
+      runs_inline_(std::move(runs_inline)),
       outbox_(kMaxQueuedBytes,
               [this](const v1::ShardLinkResponse* m) { StartWrite(m); }) {
   outbox_.Send(v1::ShardLinkResponse(), 0, absl::InfinitePast(),
@@ -112,6 +113,7 @@ void ShardLinkReactor::OnReadDone(bool ok) {
     if (finish) FinishStream();
     return;
   }
+  std::shared_ptr<Call> inline_call;
   {
     absl::MutexLock lock(&mu_);
     const uint64_t id = request_.call();
@@ -121,7 +123,7 @@ void ShardLinkReactor::OnReadDone(bool ok) {
       // that has ended here (a late cancel) and is dropped.
       if (id != 0 && request_.has_request() && request_.request().has_job() &&
           !request_.cancel()) {
-        StartCall(id, request_);
+        inline_call = StartCall(id, request_);
       }
     } else if (request_.cancel()) {
       it->second->Cancel();
@@ -132,27 +134,35 @@ void ShardLinkReactor::OnReadDone(bool ok) {
       if (request_.writes_done()) it->second->inbox().End(absl::OkStatus());
     }
   }
+  // Reading stays off meanwhile, so this thread cannot claim the finish
+  // (reading is not done), and the reactor outlives the call.
+  if (inline_call != nullptr) RunOne(inline_call);
   request_.Clear();
   StartRead(&request_);
 }
 
-void ShardLinkReactor::StartCall(uint64_t id, v1::ShardLinkRequest& first) {
+std::shared_ptr<ShardLinkReactor::Call> ShardLinkReactor::StartCall(
+    uint64_t id, v1::ShardLinkRequest& first) {
   if (first.timeout_ms() <= 0) {
     Call refused(this, id, absl::InfinitePast(), "");
     outbox_.Send(refused.End(absl::InvalidArgumentError(
                      "ShardLinkRequest.timeout_ms must be positive on a "
                      "call's first message")),
                  0, absl::InfinitePast(), /*urgent=*/true);
-    return;
+    return nullptr;
   }
   const absl::Duration timeout =
       std::min(absl::Milliseconds(first.timeout_ms()), kMaxCallTime);
   auto call = std::make_shared<Call>(this, id, absl::Now() + timeout,
                                      first.traceparent());
+  const bool runs_inline = first.writes_done() && runs_inline_ != nullptr &&
+                           runs_inline_(first.request());
   call->inbox().Push(std::move(*first.mutable_request()));
   if (first.writes_done()) call->inbox().End(absl::OkStatus());
   calls_[id] = call;
+  if (runs_inline) return call;
   threads_->Run([this, call] { RunOne(call); });
+  return nullptr;
 }
 
 void ShardLinkReactor::RunOne(const std::shared_ptr<Call>& call) {

@@ -4,6 +4,10 @@
 // exactly as it runs a RunShard stream, on a thread of a shared pool; its
 // responses go back tagged with its number, the last with its status.
 //
+// A call whose first message ends its half and which `runs_inline` accepts
+// (worker/inline_call.h) runs on the thread that read it instead, before
+// the link reads on.
+//
 // The link's first message says the worker serves links (call 0). A call
 // is cancelled when the coordinator says so, when its deadline passes,
 // when the worker drains (`gate`), or when the link ends; the stream is
@@ -42,8 +46,14 @@ class ShardLinkReactor final
   using RunCall = std::function<absl::Status(
       ShardStream* stream, absl::Time deadline, const std::string& trace)>;
 
-  // `threads` and `gate` (may be null) outlive the reactor.
-  ShardLinkReactor(DeviceThreads* threads, DrainGate* gate, RunCall run);
+  // Whether the call that starts with this request (which also ended its
+  // half of the call) may run on the thread that read it.
+  using RunsInline = std::function<bool(const v1::ShardRequest& first)>;
+
+  // `threads` and `gate` (may be null) outlive the reactor; `runs_inline`
+  // may be null (no call runs inline).
+  ShardLinkReactor(DeviceThreads* threads, DrainGate* gate, RunCall run,
+                   RunsInline runs_inline = nullptr);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override { outbox_.WriteDone(ok); }
@@ -52,8 +62,9 @@ class ShardLinkReactor final
  private:
   class Call;
 
-  // A call's first message: starts it on a pool thread.
-  void StartCall(uint64_t id, v1::ShardLinkRequest& first)
+  // A call's first message: starts it on a pool thread, or returns it for
+  // the caller to run (RunOne) once it has released mu_.
+  std::shared_ptr<Call> StartCall(uint64_t id, v1::ShardLinkRequest& first)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunOne(const std::shared_ptr<Call>& call);
   // True, once, when reading is over and no call is left: the caller then
@@ -65,6 +76,7 @@ class ShardLinkReactor final
   DeviceThreads* const threads_;
   DrainGate* const gate_;
   const RunCall run_;
+  const RunsInline runs_inline_;
   MuxOutbox<v1::ShardLinkResponse> outbox_;
   v1::ShardLinkRequest request_;  // the read in flight
 

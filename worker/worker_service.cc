@@ -9,6 +9,7 @@
 #include "rpc/raw_stream_adapter.h"
 #include "rpc/trace_context.h"
 #include "wire/chunking.h"
+#include "worker/inline_call.h"
 #include "worker/shard_link_service.h"
 #include "worker/store/block_fetch.h"
 #include "worker/store/checkpoint_blocks.h"
@@ -29,12 +30,15 @@ grpc::Status WorkerService::RunShard(grpc::ServerContext* context,
 
 grpc::ServerBidiReactor<v1::ShardLinkRequest, v1::ShardLinkResponse>*
 WorkerService::RunShards(grpc::CallbackServerContext* context) {
-  return new ShardLinkReactor(&link_threads_, options_.gate,
-                              [this](ShardStream* stream, absl::Time deadline,
-                                     const std::string& trace) {
-                                return RunCall(stream, deadline,
-                                               ChildSpan(trace), nullptr);
-                              });
+  return new ShardLinkReactor(
+      &link_threads_, options_.gate,
+      [this](ShardStream* stream, absl::Time deadline,
+             const std::string& trace) {
+        return RunCall(stream, deadline, ChildSpan(trace), nullptr);
+      },
+      [this](const v1::ShardRequest& first) {
+        return RunsInline(first, *job_services_.executor, sequencer_);
+      });
 }
 
 absl::Status WorkerService::RunCall(ShardStream* stream, absl::Time deadline,

@@ -159,6 +159,39 @@ std::unique_ptr<ShardChannel> FakeWorkerConnector::Open(
   return std::make_unique<FakeShardChannel>(this, address, deadline);
 }
 
+std::unique_ptr<ShardChannel> FakeWorkerConnector::OpenSmall(
+    const std::string& address, absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++workers_[address].small_opens;
+  }
+  return Open(address, deadline);
+}
+
+bool FakeWorkerConnector::SmallReady(const std::string& address,
+                                     absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  ++workers_[address].small_ready_asks;
+  return small_ready_;
+}
+
+void FakeWorkerConnector::SetSmallReady(bool ready) {
+  absl::MutexLock lock(&mu_);
+  small_ready_ = ready;
+}
+
+int FakeWorkerConnector::SmallOpens(const std::string& address) const {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(address);
+  return it == workers_.end() ? 0 : it->second.small_opens;
+}
+
+int FakeWorkerConnector::SmallReadyAsks(const std::string& address) const {
+  absl::MutexLock lock(&mu_);
+  auto it = workers_.find(address);
+  return it == workers_.end() ? 0 : it->second.small_ready_asks;
+}
+
 absl::Status FakeWorkerConnector::SkipTickets(
     const std::string& address, const v1::SkipTicketsRequest& request,
     absl::Time) {

@@ -77,10 +77,15 @@ class FakeWorkerConnector final : public WorkerConnector {
 
   std::unique_ptr<ShardChannel> Open(const std::string& address,
                                      absl::Time deadline) override;
-  // Its streams are always up, and tell when they are readable.
-  bool SmallReady(const std::string& address, absl::Time deadline) override {
-    return true;
-  }
+  // Open, counted per address (SmallOpens).
+  std::unique_ptr<ShardChannel> OpenSmall(const std::string& address,
+                                          absl::Time deadline) override;
+  // Its streams tell when they are readable; they are up unless
+  // SetSmallReady(false). Counted per address (SmallReadyAsks).
+  bool SmallReady(const std::string& address, absl::Time deadline) override;
+  void SetSmallReady(bool ready);
+  int SmallOpens(const std::string& address) const;
+  int SmallReadyAsks(const std::string& address) const;
   absl::Status SkipTickets(const std::string& address,
                            const v1::SkipTicketsRequest& request,
                            absl::Time deadline) override;
@@ -130,11 +135,14 @@ class FakeWorkerConnector final : public WorkerConnector {
     int waiting = 0;
     int finished = 0;
     int delivered = 0;
+    int small_opens = 0;
+    int small_ready_asks = 0;
   };
 
   mutable absl::Mutex mu_;
   std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);
   absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1'000'000);
+  bool small_ready_ ABSL_GUARDED_BY(mu_) = true;
   // The readable signals of the open streams that have one (a serial
   // fan-out's), notified when the clock moves.
   std::multiset<ChangeSignal*> signals_ ABSL_GUARDED_BY(mu_);

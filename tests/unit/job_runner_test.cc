@@ -128,5 +128,57 @@ TEST_P(JobRunnerTest, CopiesThatDifferFailCheckRepNamingOutputAxisDevices) {
 INSTANTIATE_TEST_SUITE_P(Calls, JobRunnerTest, JobRunnerBothWays::BothWays(),
                          JobRunnerBothWays::WayName);
 
+// Which streams a lone small job takes under each --job-links.
+class JobLinksTest : public JobRunnerFixture {
+ protected:
+  // Runs a lone identity job over 4 devices and checks its output.
+  void RunLoneJob(JobLinks links) {
+    links_ = links;
+    const JobPlan plan = IdentityPlan(4, "P('x')");
+    AnswerAll(plan, 4);
+    JobRunner runner(RunnerOptions(), &connector_);
+    auto out = Run(runner, plan, 4);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), 1u);
+    EXPECT_EQ(FloatValues(*(*out)[0].data), FloatValues(Input(4)));
+  }
+};
+
+TEST_F(JobLinksTest, AutoTakesTheLinksWhenEveryWorkersIsUp) {
+  RunLoneJob(JobLinks::kAuto);
+  for (const WorkerPool::Worker& w : workers_) {
+    EXPECT_EQ(connector_.SmallReadyAsks(w.address), 1) << w.address;
+    EXPECT_EQ(connector_.SmallOpens(w.address), 1) << w.address;
+  }
+}
+
+TEST_F(JobLinksTest,
+       AutoOpensStreamsOfItsOwnAndAsksEveryWorkerWhileLinksAreDown) {
+  connector_.SetSmallReady(false);
+  RunLoneJob(JobLinks::kAuto);
+  // Every worker was asked (so each gets its link started), none skipped
+  // once the first said no; the calls went on streams of their own.
+  for (const WorkerPool::Worker& w : workers_) {
+    EXPECT_EQ(connector_.SmallReadyAsks(w.address), 1) << w.address;
+    EXPECT_EQ(connector_.SmallOpens(w.address), 0) << w.address;
+  }
+}
+
+TEST_F(JobLinksTest, AlwaysTakesTheLinksEvenWhileTheyAreMade) {
+  connector_.SetSmallReady(false);
+  RunLoneJob(JobLinks::kAlways);
+  for (const WorkerPool::Worker& w : workers_) {
+    EXPECT_EQ(connector_.SmallOpens(w.address), 1) << w.address;
+  }
+}
+
+TEST_F(JobLinksTest, NeverAsksForTheLinks) {
+  RunLoneJob(JobLinks::kNever);
+  for (const WorkerPool::Worker& w : workers_) {
+    EXPECT_EQ(connector_.SmallReadyAsks(w.address), 0) << w.address;
+    EXPECT_EQ(connector_.SmallOpens(w.address), 0) << w.address;
+  }
+}
+
 }  // namespace
 }  // namespace shardmap

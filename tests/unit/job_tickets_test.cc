@@ -74,6 +74,16 @@ class JobTicketsTest : public ::testing::Test {
         .status();
   }
 
+  // Each device's call on a thread of its own: a stuck device's header
+  // then waits on its thread while the others fail (a serial job's thread
+  // would wait in the first stuck send until the deadline, and the fake
+  // clock does not move).
+  static JobRunner::Options Threaded() {
+    JobRunner::Options options;
+    options.job_links = JobLinks::kNever;
+    return options;
+  }
+
   JobPlan plan_ = IdentityPlan(4);
   std::vector<WorkerPool::Worker> workers_ = TestWorkers(4);
   FakeWorkerConnector connector_;
@@ -97,7 +107,7 @@ TEST_F(JobTicketsTest, DevicesWhoseHeadersNeverWentOutGetSkips) {
   // before their headers go out.
   connector_.Script(workers_[0].address, Refuse());
   for (int d : {1, 2, 3}) connector_.Script(workers_[d].address, Stuck());
-  JobRunner runner(JobRunner::Options{}, &connector_);
+  JobRunner runner(Threaded(), &connector_);
   EXPECT_TRUE(StatusIs(RunOnce(runner), absl::StatusCode::kUnavailable,
                        {"device 0", "connection refused"}));
   // Each worker is told to skip its ticket 0, under the id its jobs carry.
@@ -116,7 +126,7 @@ TEST_F(JobTicketsTest, LaterJobsCarryTheNextTicketsAndTheIncarnations) {
   // before their headers go out.
   for (int d : {0, 1, 3}) connector_.Script(workers_[d].address, Stuck());
   connector_.Script(workers_[2].address, Record());
-  JobRunner runner(JobRunner::Options{}, &connector_);
+  JobRunner runner(Threaded(), &connector_);
   EXPECT_FALSE(RunOnce(runner).ok());
   SkipsOnce(4);
   // The next job succeeds everywhere.

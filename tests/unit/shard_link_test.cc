@@ -44,8 +44,13 @@ class LinkWorker {
   int links() const { return links_.load(); }
   std::atomic<int> saw_cancel{0};
   std::atomic<int> running{0};
+  // Echo calls may run inline (ShardLinkReactor::RunsInline).
+  std::atomic<bool> echo_inline{false};
   absl::Mutex mu;
   std::vector<std::string> traces ABSL_GUARDED_BY(mu);
+  // The threads calls were offered to RunsInline on, and echo calls ran on.
+  std::vector<std::thread::id> offer_threads ABSL_GUARDED_BY(mu);
+  std::vector<std::thread::id> run_threads ABSL_GUARDED_BY(mu);
 
  private:
   absl::Status Run(ShardStream* stream, absl::Time deadline,
@@ -71,7 +76,12 @@ class LinkWorker {
       if (stream->cancelled()) ++saw_cancel;
       return absl::CancelledError("cancelled");
     }
+    {
+      absl::MutexLock lock(&mu);
+      run_threads.push_back(std::this_thread::get_id());
+    }
     std::string bytes;
+    for (const v1::ArrayChunk& c : request.job().chunks()) bytes += c.data();
     while (stream->Read(&request)) bytes += request.chunk().data();
     v1::ShardResponse outputs;
     outputs.mutable_outputs();
@@ -93,6 +103,11 @@ class LinkWorker {
           &worker_->threads_, nullptr,
           [w = worker_](ShardStream* s, absl::Time d, const std::string& t) {
             return w->Run(s, d, t);
+          },
+          [w = worker_](const v1::ShardRequest& first) {
+            absl::MutexLock lock(&w->mu);
+            w->offer_threads.push_back(std::this_thread::get_id());
+            return w->echo_inline.load() && first.job().function() == "echo";
           });
     }
 
@@ -341,6 +356,111 @@ TEST(ShardLinkTest, AWorkerWithoutLinksGetsRunShardCalls) {
     absl::Status s = ch->Finish();
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
     EXPECT_EQ(s.message(), "old worker");
+  }
+}
+
+// An echo call whose header carries its data and ends its half; what came
+// back.
+absl::StatusOr<std::string> EchoInOneMessage(WorkerConnector& connector,
+                                             const std::string& address,
+                                             const std::string& data) {
+  auto ch = connector.OpenSmall(address, absl::Now() + absl::Seconds(30));
+  v1::ShardRequest job = Job("echo");
+  job.mutable_job()->add_chunks()->set_data(data);
+  if (!ch->WriteLast(job)) return ch->Finish();
+  std::string back;
+  v1::ShardResponse response;
+  while (ch->Read(&response)) back += response.chunk().data();
+  absl::Status s = ch->Finish();
+  if (!s.ok()) return s;
+  return back;
+}
+
+TEST(ShardLinkTest, ACallTheWorkerTakesInlineRunsOnTheThreadThatReadIt) {
+  LinkWorker worker;
+  worker.echo_inline = true;
+  ChannelCache channels;
+  GrpcWorkerConnector connector(&channels);
+  // Two in a row: the link reads on after the first.
+  for (const std::string data : {"first", "second"}) {
+    auto back = EchoInOneMessage(connector, worker.address(), data);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, data);
+  }
+  absl::MutexLock lock(&worker.mu);
+  ASSERT_EQ(worker.offer_threads.size(), 2u);
+  ASSERT_EQ(worker.run_threads.size(), 2u);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(worker.run_threads[i], worker.offer_threads[i]) << i;
+  }
+}
+
+TEST(ShardLinkTest, ACallTheWorkerDeclinesRunsOnAPooledThread) {
+  LinkWorker worker;  // echo_inline false: every offer declined
+  ChannelCache channels;
+  GrpcWorkerConnector connector(&channels);
+  auto back = EchoInOneMessage(connector, worker.address(), "pooled");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, "pooled");
+  absl::MutexLock lock(&worker.mu);
+  ASSERT_EQ(worker.offer_threads.size(), 1u);
+  ASSERT_EQ(worker.run_threads.size(), 1u);
+  EXPECT_NE(worker.run_threads[0], worker.offer_threads[0]);
+}
+
+TEST(ShardLinkTest, ACallWhoseFirstMessageLeavesMoreToComeIsNotOffered) {
+  LinkWorker worker;
+  worker.echo_inline = true;
+  ChannelCache channels;
+  GrpcWorkerConnector connector(&channels);
+  auto back = Echo(connector, worker.address(), "in chunks");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, "in chunks");
+  absl::MutexLock lock(&worker.mu);
+  EXPECT_TRUE(worker.offer_threads.empty());
+  EXPECT_EQ(worker.run_threads.size(), 1u);
+}
+
+TEST(ShardLinkTest, AskingWhetherALinkIsUpStartsOneForLaterCalls) {
+  LinkWorker worker;
+  ChannelCache channels;
+  GrpcWorkerConnector connector(&channels);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  EXPECT_FALSE(connector.SmallReady(worker.address(), deadline));
+  // Bounded: the link comes up within moments.
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (!connector.SmallReady(worker.address(), deadline) &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(connector.SmallReady(worker.address(), deadline));
+  // The call after takes that link: still one.
+  auto back = Echo(connector, worker.address(), "on the link");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, "on the link");
+  EXPECT_EQ(worker.links(), 1);
+  // A call due after the link's life is never told a link is up (nor gets
+  // one started).
+  EXPECT_FALSE(
+      connector.SmallReady(worker.address(), absl::Now() + absl::Hours(2)));
+  EXPECT_EQ(worker.links(), 1);
+}
+
+TEST(ShardLinkTest, AWorkerWithoutLinksIsNeverUpAndStillGetsRunShardCalls) {
+  FakeWorkerServer worker(
+      grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "old worker"));
+  ChannelCache channels;
+  GrpcWorkerConnector connector(&channels);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(connector.SmallReady(worker.address(),
+                                      absl::Now() + absl::Seconds(30)));
+    auto ch =
+        connector.OpenSmall(worker.address(), absl::Now() + absl::Seconds(30));
+    ch->WriteLast(Job("echo"));
+    v1::ShardResponse response;
+    while (ch->Read(&response)) {
+    }
+    EXPECT_EQ(ch->Finish().message(), "old worker");
   }
 }
 

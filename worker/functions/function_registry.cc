@@ -10,20 +10,20 @@
 namespace shardmap {
 
 absl::Status FunctionRegistry::Register(sdk::Function fn,
-                                        const std::string& origin) {
+                                        const std::string& origin, bool local) {
   SHARD_ASSIGN_OR_RETURN(Signature sig, SignatureOf(fn));
-  return Add(sig, KernelOf(std::move(fn)), origin);
+  return Add(sig, KernelOf(std::move(fn)), origin, local);
 }
 
 absl::Status FunctionRegistry::Add(const Signature& signature, Kernel kernel,
-                                   const std::string& origin) {
+                                   const std::string& origin, bool local) {
   const std::string& name = signature.proto().name();
   if (auto it = functions_.find(name); it != functions_.end()) {
     return absl::AlreadyExistsError(absl::StrCat(
         "function '", name, "' (", origin, ") is already registered (",
         it->second.signature.origin(), ")"));
   }
-  FunctionDef def{signature.proto(), std::move(kernel)};
+  FunctionDef def{signature.proto(), std::move(kernel), local};
   def.signature.set_origin(origin);
   functions_[name] = std::move(def);
   return absl::OkStatus();

@@ -63,6 +63,11 @@ using Kernel = std::function<absl::StatusOr<std::vector<Tensor>>(
 struct FunctionDef {
   v1::FunctionSignature signature;  // origin set
   Kernel kernel;
+  // Computes on its own blocks only: no collectives, no states, and in
+  // time that grows with its blocks alone. Only the worker's own
+  // functions say so (RegisterBuiltins); a job of such a function on small
+  // blocks may run on the thread that received it (worker/inline_call.h).
+  bool local = false;
 };
 
 // FunctionSignature.origin of the functions compiled into the worker.
@@ -74,22 +79,25 @@ class FunctionRegistry {
   // origin ("builtin", "plugin <path>"). INVALID_ARGUMENT for a malformed
   // declaration (SignatureOf in sdk_function.h); ALREADY_EXISTS naming both
   // origins if the name is taken.
+  // `local`: FunctionDef::local.
   absl::Status Register(sdk::Function fn,
-                        const std::string& origin = kBuiltinOrigin);
+                        const std::string& origin = kBuiltinOrigin,
+                        bool local = false);
   // NOT_FOUND listing the registered names.
   absl::StatusOr<const FunctionDef*> Find(const std::string& name) const;
   std::vector<v1::FunctionSignature> Signatures() const;
 
  private:
   absl::Status Add(const Signature& signature, Kernel kernel,
-                   const std::string& origin);
+                   const std::string& origin, bool local);
 
   std::map<std::string, FunctionDef> functions_;
 };
 
 // The built-in functions (builtin_functions.h), registered with origin
 // "builtin"; each aborts on a registration error (a programming error).
-// RegisterBuiltins: identity, add, mul, scale, relu, matmul, sum.
+// RegisterBuiltins: identity, add, mul, scale, relu, matmul, sum (each
+// local: FunctionDef::local).
 // RegisterCollectiveBuiltins: psum, pmean, pmax, pmin, all_gather,
 // psum_scatter, ppermute, all_to_all, axis_index, matmul_psum, mlp_tp,
 // global_sum.

@@ -12,11 +12,14 @@
 namespace shardmap {
 namespace {
 
-// A built-in that does not register is a programming error.
+// A built-in that does not register is a programming error. `local`:
+// FunctionDef::local.
 void MustRegister(FunctionRegistry& registry,
-                  std::vector<sdk::Function> functions) {
+                  std::vector<sdk::Function> functions, bool local = false) {
   for (sdk::Function& fn : functions) {
-    if (absl::Status s = registry.Register(std::move(fn)); !s.ok()) {
+    if (absl::Status s =
+            registry.Register(std::move(fn), kBuiltinOrigin, local);
+        !s.ok()) {
       std::cerr << "registering built-in functions: " << s << std::endl;
       std::abort();
     }
@@ -26,7 +29,7 @@ void MustRegister(FunctionRegistry& registry,
 }  // namespace
 
 void RegisterBuiltins(FunctionRegistry& registry) {
-  MustRegister(registry, builtin::ElementwiseFunctions());
+  MustRegister(registry, builtin::ElementwiseFunctions(), /*local=*/true);
 }
 
 void RegisterCollectiveBuiltins(FunctionRegistry& registry) {
