@@ -76,17 +76,22 @@ inline void ResetHwm(pid_t pid = 0) {
   close(fd);
 }
 
-// A barrier whose waiters poll, yielding the core, instead of sleeping in
-// the kernel, as MPI_Barrier and gloo::barrier wait: every rank leaves it
-// running, so an iteration's time does not include waking a peer that
-// slept in the barrier (a futex wake-up on a busy 2-core host costs as
-// much as a whole small collective). Lock-free atomics only, so it works
-// in memory shared between forked processes (MAP_SHARED) as well as
-// between threads. A rank that never comes leaves the others polling:
-// the drivers' watchdogs end such a run.
+// A barrier whose waiters poll instead of sleeping in the kernel, as
+// MPI_Barrier and gloo::barrier wait: every rank leaves it running, so an
+// iteration's time does not include waking a peer that slept in the
+// barrier (a futex wake-up on a busy 2-core host costs as much as a whole
+// small collective). With no more parties than cores the waiters spin;
+// with more, each poll yields the core (a waiter may hold the core a
+// party still has to arrive on), as Open MPI does when oversubscribed.
+// Lock-free atomics only, so it works in memory shared between forked
+// processes (MAP_SHARED) as well as between threads. A rank that never
+// comes leaves the others polling: the drivers' watchdogs end such a run.
 class SpinBarrier {
  public:
-  explicit SpinBarrier(int parties) : parties_(parties) {}
+  explicit SpinBarrier(int parties)
+      : parties_(parties),
+        yield_(parties >
+               static_cast<int>(std::thread::hardware_concurrency())) {}
 
   void Wait() {
     const unsigned round = round_.load(std::memory_order_acquire);
@@ -95,7 +100,15 @@ class SpinBarrier {
       round_.fetch_add(1, std::memory_order_release);
       return;
     }
-    while (round_.load(std::memory_order_acquire) == round) sched_yield();
+    while (round_.load(std::memory_order_acquire) == round) {
+      if (yield_) {
+        sched_yield();
+      } else {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+    }
   }
 
  private:
@@ -103,6 +116,7 @@ class SpinBarrier {
                     std::atomic<unsigned>::is_always_lock_free,
                 "shared between processes");
   const int parties_;
+  const bool yield_;
   std::atomic<int> arrived_{0};
   std::atomic<unsigned> round_{0};
 };

@@ -9,8 +9,9 @@
 // thread instead, before the link reads its next message: the whole call
 // came in its first message (`writes_done`), its function is local
 // (FunctionDef::local: no collectives, no states), its arguments travel
-// inside that message and are small, it reads and writes no resident
-// array, and its turn has come.
+// inside that message and are small, its outputs are bounded small enough
+// to leave inside its answer (so it never waits for room on the link),
+// it reads and writes no resident array, and its turn has come.
 //
 // Such a call cannot see a cancel while it runs (the link reads nothing
 // meanwhile); it needs none: it only computes, on at most

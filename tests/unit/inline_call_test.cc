@@ -35,13 +35,19 @@ class InlineCallTest : public ::testing::Test {
                             [] { return false; });
   }
 
-  // `function` on 64 bytes of arguments inside the header, ticket 1.
+  // `function` on two float32[8] arguments (64 bytes, inside the
+  // header), ticket 1.
   static v1::ShardRequest Call(const std::string& function) {
     v1::ShardRequest r;
     v1::ShardJob* job = r.mutable_job();
     job->set_function(function);
     job->set_worker_id(kWorker);
     job->set_ticket(1);
+    for (int i = 0; i < 2; ++i) {
+      v1::ArrayHeader* arg = job->add_args();
+      arg->set_dtype(v1::DTYPE_FLOAT32);
+      arg->add_shape(8);
+    }
     job->add_chunks()->set_data(std::string(64, 'x'));
     return r;
   }
@@ -121,6 +127,34 @@ TEST_F(InlineCallTest, ACallThatMayWaitOrComputeLongDoesNot) {
   unnamed.mutable_job()->add_resident_args();
   unnamed.mutable_job()->add_resident_outputs();
   EXPECT_TRUE(Inline(unnamed));
+}
+
+TEST_F(InlineCallTest, ACallWhoseOutputsMightNotFitInItsAnswerDoesNot) {
+  // Two arguments of 8192 elements: an outer product (matmul of a column
+  // and a row, or add with broadcasting) could give 64M elements.
+  v1::ShardRequest outer = Call("matmul");
+  outer.mutable_job()->mutable_args(0)->set_shape(0, 8192);
+  outer.mutable_job()->mutable_args(1)->set_shape(0, 8192);
+  EXPECT_FALSE(Inline(outer));
+  // One argument of 8192 elements: at most 64 KiB of float64 out.
+  v1::ShardRequest one = Call("identity");
+  one.mutable_job()->mutable_args()->RemoveLast();
+  one.mutable_job()->mutable_args(0)->set_shape(0, 8192);
+  EXPECT_TRUE(Inline(one));
+  one.mutable_job()->mutable_args(0)->set_shape(0, 8193);
+  EXPECT_FALSE(Inline(one));
+  // 64 x 128 elements: the product counts every dimension.
+  one.mutable_job()->mutable_args(0)->set_shape(0, 64);
+  one.mutable_job()->mutable_args(0)->add_shape(129);
+  EXPECT_FALSE(Inline(one));
+  // Counting stops before it overflows.
+  one.mutable_job()->mutable_args(0)->set_shape(0, int64_t{1} << 40);
+  one.mutable_job()->mutable_args(0)->set_shape(1, int64_t{1} << 40);
+  EXPECT_FALSE(Inline(one));
+  // An empty argument counts as one element.
+  v1::ShardRequest empty = Call("add");
+  empty.mutable_job()->mutable_args(0)->set_shape(0, 0);
+  EXPECT_TRUE(Inline(empty));
 }
 
 TEST_F(InlineCallTest, ACallWhoseTurnHasNotComeDoesNot) {
