@@ -89,7 +89,23 @@ void DeviceFanout::Returned(int64_t d) {
   returned_[d] = true;
 }
 
-void DeviceFanout::RunSerially(const Call& call) {
+void DeviceFanout::StartHelper(const std::function<bool()>& cancelled,
+                               const Meanwhile& meanwhile) {
+  const LogContext log_context = CurrentLogContext();
+  started_ = 1;
+  threads_->Run(
+      [this, &cancelled, &meanwhile, log_context, ended = ended_tasks_] {
+        ScopedLogContext in_thread(log_context);
+        if (meanwhile) meanwhile([this, &cancelled] { CheckOnce(cancelled); });
+        WatchUntilReturned(cancelled);
+        absl::MutexLock lock(&ended->mu);  // last: the fan-out may go now
+        ++ended->tasks;
+      });
+}
+
+void DeviceFanout::RunSerially(const Call& call,
+                               const std::function<bool()>& cancelled,
+                               const Meanwhile& meanwhile) {
   serial_channels_.resize(n_);
   std::vector<absl::StatusOr<bool>> sent(n_, false);
   std::vector<int64_t> waiting;  // devices whose answer is still to read
@@ -108,8 +124,9 @@ void DeviceFanout::RunSerially(const Call& call) {
     Returned(d);
   }
   // The answers are read as they come, so that the first device to fail
-  // cancels the others at once. The watcher (Run) aborts a job whose client
-  // left or whose worker stopped: a cancelled stream is readable.
+  // cancels the others at once. A cancelled stream is readable, so the
+  // watching (this thread's every poll while it waits, or the helper's)
+  // ends the wait of a job whose client left or whose worker stopped.
   while (!waiting.empty()) {
     const uint64_t seen = readable_.generation();
     const size_t before = waiting.size();
@@ -119,15 +136,22 @@ void DeviceFanout::RunSerially(const Call& call) {
         ++it;
         continue;
       }
+      // An answer still coming in is read while the helper watches, and
+      // streams the outputs that are in meanwhile.
+      if (started_ == 0 && !serial_channels_[d]->Complete()) {
+        StartHelper(cancelled, meanwhile);
+      }
       results_[d] = call.receive(d, sent[d], *serial_channels_[d]);
       if (!results_[d].ok()) Abort();
       Returned(d);
       it = waiting.erase(it);
     }
-    if (waiting.size() == before) {
-      // Bounded: a stream is readable once its deadline passed, which no
-      // signal tells, so the wait is repeated every poll.
-      readable_.WaitChanged(seen, absl::Now() + options_.liveness_poll);
+    // Bounded: a stream is readable once its deadline passed, which no
+    // signal tells, so the wait is repeated every poll.
+    if (waiting.size() == before &&
+        !readable_.WaitChanged(seen, absl::Now() + options_.liveness_poll) &&
+        started_ == 0) {
+      CheckOnce(cancelled);
     }
   }
   for (int64_t d = 0; d < n_; ++d) {
@@ -136,25 +160,17 @@ void DeviceFanout::RunSerially(const Call& call) {
     Unregister(d);
     serial_channels_[d].reset();
   }
+  // Every answer came whole: the job's own work has it all, and runs here.
+  if (started_ == 0 && meanwhile) {
+    meanwhile([this, &cancelled] { CheckOnce(cancelled); });
+  }
 }
 
 void DeviceFanout::Run(const Call& call, const std::function<bool()>& cancelled,
                        const Meanwhile& meanwhile) {
   const LogContext log_context = CurrentLogContext();
   if (options_.serial) {
-    // The roles turned: the calls run on this thread, and the job's own
-    // work and the watching on one of the pool's.
-    started_ = 1;
-    threads_->Run(
-        [this, &cancelled, &meanwhile, log_context, ended = ended_tasks_] {
-          ScopedLogContext in_thread(log_context);
-          if (meanwhile)
-            meanwhile([this, &cancelled] { CheckOnce(cancelled); });
-          WatchUntilReturned(cancelled);
-          absl::MutexLock lock(&ended->mu);  // last: the fan-out may go now
-          ++ended->tasks;
-        });
-    RunSerially(call);
+    RunSerially(call, cancelled, meanwhile);
     AwaitTasks();
     return;
   }

@@ -8,9 +8,13 @@
 //
 // A tiny job's calls may instead run `serial`ly on the calling thread: it
 // sends every device's request, then reads the answers in the order they
-// come in, while one pooled thread does the calling thread's usual part
-// (`meanwhile`, then the watching). The job then wakes two threads, not
-// two per device, the largest cost of a tiny job on a busy coordinator.
+// come in, watching the client and the workers every poll while it waits.
+// When every answer comes in whole (ShardChannel::Complete), it then does
+// its usual part (`meanwhile`) itself: the job wakes no other thread. An
+// answer still coming in when it is read hands that part and the watching
+// to one pooled thread, which streams the outputs as they land. The job
+// wakes one or two threads, not two per device, the largest cost of a
+// tiny job on a busy coordinator.
 //
 // A two-phase job's calls keep their streams open after they return,
 // until Finish sends them the commit decision.
@@ -82,8 +86,9 @@ class DeviceFanout {
   // aborts every device. `meanwhile` (may be null) runs on this thread
   // once the calls have started; the fan-out's own watching (every
   // liveness_poll until the calls return) begins after it. Serial: the
-  // calls run on this thread, and `meanwhile` and the watching on a
-  // pooled one.
+  // calls run on this thread, and `meanwhile` after them, or, from the
+  // first answer that is not in whole, `meanwhile` and the watching on a
+  // pooled thread.
   void Run(const Call& call, const std::function<bool()>& cancelled,
            const Meanwhile& meanwhile = nullptr);
   // Per device: what its call returned.
@@ -102,8 +107,13 @@ class DeviceFanout {
   void Abort();
   // Aborts if the client left or a running device's worker is lost.
   void CheckOnce(const std::function<bool()>& cancelled);
-  // The calls, serially (Run runs the watching meanwhile).
-  void RunSerially(const Call& call);
+  // The calls, serially, and `meanwhile` (see Run).
+  void RunSerially(const Call& call, const std::function<bool()>& cancelled,
+                   const Meanwhile& meanwhile);
+  // Starts the pooled thread that runs `meanwhile`, then watches until
+  // every call returned (serial).
+  void StartHelper(const std::function<bool()>& cancelled,
+                   const Meanwhile& meanwhile);
   // Checks every liveness_poll until every call has returned.
   void WatchUntilReturned(const std::function<bool()>& cancelled);
   // Waits for the tasks Run started to end.
@@ -149,7 +159,7 @@ class DeviceFanout {
     int64_t tasks ABSL_GUARDED_BY(mu) = 0;
   };
   const std::shared_ptr<Ended> ended_tasks_ = std::make_shared<Ended>();
-  int64_t started_ = 0;  // tasks Run started
+  int64_t started_ = 0;  // tasks Run started (this thread's only)
 };
 
 }  // namespace shardmap

@@ -55,6 +55,10 @@ class ShardChannel {
   // always readable (its Read then waits, up to the deadline).
   virtual bool Readable() { return true; }
   virtual void SetReadableSignal(ChangeSignal* signal) {}
+  // Whether every message still to read is in, the stream's end with it,
+  // so reading to the end waits for nothing. False unless the channel
+  // knows.
+  virtual bool Complete() { return false; }
   // The stream's final status. Call once, after Read returned false.
   virtual absl::Status Finish() = 0;
   virtual void Cancel() = 0;

@@ -390,6 +390,12 @@ bool LinkCall::Readable() {
   return inbox_.ready() || absl::Now() >= deadline_;
 }
 
+bool LinkCall::Complete() {
+  if (!started_ || !start_status_.ok()) return true;
+  if (delegate_ != nullptr) return delegate_->Complete();
+  return inbox_.ended() || absl::Now() >= deadline_;
+}
+
 void LinkCall::SetReadableSignal(ChangeSignal* signal) {
   // Before Start: a fallback stream is made only then.
   signal_ = signal;

@@ -150,6 +150,7 @@ class LinkCall final : public ShardChannel {
   bool WriteLast(const v1::ShardRequest& request) override;
   bool Read(v1::ShardResponse* response) override;
   bool Readable() override;
+  bool Complete() override;
   void SetReadableSignal(ChangeSignal* signal) override;
   absl::Status Finish() override;
   void Cancel() override;

@@ -1,7 +1,10 @@
 // Tests of the fan-out itself (server/device_fanout.h), both ways (a
 // thread per device, and serial calls on the calling thread), with fake
-// workers (tests/unit/fake_shard_channel.h): the job's own work
-// (`meanwhile`) runs while the calls wait, and its check aborts them;
+// workers (tests/unit/fake_shard_channel.h): with a thread per device the
+// job's own work (`meanwhile`) runs while the calls wait, and its check
+// aborts them; serially the calling thread watches while it waits and
+// does the job's own work after the calls, unless an answer comes in
+// pieces, which hands that work and the watching to a pooled thread;
 // answers are read as they come, so a device that fails cancels one still
 // waiting before it. The job runner's tests cover the rest, both ways.
 #include "server/device_fanout.h"
@@ -9,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <thread>
 
 #include "tests/unit/fake_shard_channel.h"
 #include "tests/unit/test_jobs.h"
@@ -51,32 +55,77 @@ class DeviceFanoutTest : public ::testing::TestWithParam<bool> {
   DeviceThreads threads_;
 };
 
-TEST_P(DeviceFanoutTest, TheJobsOwnWorkRunsWhileTheCallsWaitAndCanAbortThem) {
+// Device 1's answer comes in pieces: its first read answers, its second
+// waits until the stream is cancelled. The job's own work runs while
+// device 1 waits, and its check aborts the call; with a thread per device
+// it runs on the calling thread, serially on a pooled one.
+TEST_P(DeviceFanoutTest, TheJobsOwnWorkRunsWhileAnAnswerComesInAndCanAbortIt) {
   FakeWorkerScript waits;
-  waits.block_read = 0;  // answers only when cancelled
-  connector_.Script(workers_[0].address, waits);
+  waits.responses.resize(1);
+  waits.block_read = 1;  // after its first piece, only when cancelled
+  connector_.Script(workers_[1].address, waits);
   DeviceFanout fanout(FanoutOptions(), &threads_, &connector_, workers_,
                       connector_.Now() + absl::Seconds(10));
   std::atomic<bool> client_left{false};
   bool saw_the_wait = false;
+  std::thread::id own_work;
   fanout.Run(
       Calls(), [&] { return client_left.load(); },
       [&](const std::function<void()>& watch) {
-        // Device 0 waits for its answer meanwhile (serially: on the
-        // thread that runs the calls), once device 1 is done.
+        own_work = std::this_thread::get_id();
         saw_the_wait = connector_.WaitFor(
             [&] {
               connector_.AssertHeld();
-              return connector_.WaitingLocked(workers_[0].address) == 1 &&
-                     connector_.FinishedLocked(workers_[1].address) == 1;
+              return connector_.WaitingLocked(workers_[1].address) == 1 &&
+                     connector_.FinishedLocked(workers_[0].address) == 1;
             },
             absl::Seconds(20));
         client_left = true;
         watch();
       });
   EXPECT_TRUE(saw_the_wait);
+  EXPECT_EQ(fanout.results()[1].status().code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(fanout.results()[0].ok()) << fanout.results()[0].status();
+  EXPECT_EQ(own_work == std::this_thread::get_id(), !GetParam());
+  fanout.Finish(false);
+}
+
+// Device 0 does not answer until cancelled. The client leaving aborts it
+// at the next poll: with a thread per device the watching does, serially
+// the calling thread while it waits. Serially the job's own work then
+// runs on the calling thread, after the calls.
+TEST_P(DeviceFanoutTest, AClientThatLeavesWhileAllWaitAbortsTheCalls) {
+  FakeWorkerScript waits;
+  waits.block_read = 0;  // answers only when cancelled
+  connector_.Script(workers_[0].address, waits);
+  DeviceFanout fanout(FanoutOptions(), &threads_, &connector_, workers_,
+                      connector_.Now() + absl::Seconds(10));
+  std::atomic<bool> client_left{false};
+  std::thread leave([&] {
+    EXPECT_TRUE(connector_.WaitFor([&] {
+      connector_.AssertHeld();
+      return connector_.WaitingLocked(workers_[0].address) == 1 &&
+             connector_.FinishedLocked(workers_[1].address) == 1;
+    }));
+    client_left = true;
+  });
+  std::thread::id own_work;
+  bool calls_returned_first = false;
+  fanout.Run(
+      Calls(), [&] { return client_left.load(); },
+      [&](const std::function<void()>& watch) {
+        own_work = std::this_thread::get_id();
+        calls_returned_first = connector_.Waiting(workers_[0].address) == 0;
+        // Threads: wait here, watched, until the abort reaches device 0.
+        while (!GetParam() && connector_.Waiting(workers_[0].address) > 0) {
+          watch();
+        }
+      });
+  leave.join();
   EXPECT_EQ(fanout.results()[0].status().code(), absl::StatusCode::kCancelled);
   EXPECT_TRUE(fanout.results()[1].ok()) << fanout.results()[1].status();
+  EXPECT_EQ(own_work, std::this_thread::get_id());
+  if (GetParam()) EXPECT_TRUE(calls_returned_first);
   fanout.Finish(false);
 }
 

@@ -82,6 +82,14 @@ class FakeShardChannel final : public ShardChannel {
     }
     return readable;
   }
+  // Complete once no read from here on waits: none is scripted to, and a
+  // two-phase stream has its decision.
+  bool Complete() override {
+    absl::MutexLock lock(&c_->mu_);
+    if (Ended()) return true;
+    if (script_.block_read >= reads_) return false;
+    return !two_phase_ || decided_;
+  }
   // Notified when the stream is cancelled and when the clock moves.
   void SetReadableSignal(ChangeSignal* signal) override {
     absl::MutexLock lock(&c_->mu_);

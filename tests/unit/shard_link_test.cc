@@ -279,6 +279,28 @@ TEST(ShardLinkTest, ACallSaysWhenItsAnswerIsInAndNotifiesTheSignal) {
   EXPECT_TRUE(ch->Finish().ok());
 }
 
+// The call says when its whole answer is in, its end with it.
+TEST(ShardLinkTest, ACallSaysWhenItsWholeAnswerIsIn) {
+  SignalledCall call;
+  auto ch = call.Open();
+  ASSERT_TRUE(ch->Write(Job("echo")));
+  ASSERT_TRUE(ch->WriteLast(Chunk("abc")));
+  // Bounded: the end follows the answer within moments.
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  for (uint64_t seen = call.signal.generation();
+       !ch->Complete() && absl::Now() < give_up;
+       seen = call.signal.generation()) {
+    call.signal.WaitChanged(seen, give_up);
+  }
+  ASSERT_TRUE(ch->Complete());
+  EXPECT_TRUE(ch->Readable());
+  std::string back;
+  v1::ShardResponse response;
+  while (ch->Read(&response)) back += response.chunk().data();
+  EXPECT_EQ(back, "abc");
+  EXPECT_TRUE(ch->Finish().ok());
+}
+
 TEST(ShardLinkTest, AWaitingCallIsNotReadableUntilCancelled) {
   SignalledCall call;
   ChangeSignal& signal = call.signal;
@@ -286,10 +308,12 @@ TEST(ShardLinkTest, AWaitingCallIsNotReadableUntilCancelled) {
   ASSERT_TRUE(ch->WriteLast(Job("wait")));
   ASSERT_EQ(Eventually(call.worker.running), 1);
   EXPECT_FALSE(ch->Readable());
+  EXPECT_FALSE(ch->Complete());
   const uint64_t seen = signal.generation();
   ch->Cancel();
   EXPECT_TRUE(signal.WaitChanged(seen, absl::Now() + absl::Seconds(30)));
   EXPECT_TRUE(ch->Readable());
+  EXPECT_TRUE(ch->Complete());  // cancelled: nothing more will come
   v1::ShardResponse response;
   EXPECT_FALSE(ch->Read(&response));
   EXPECT_EQ(ch->Finish().code(), absl::StatusCode::kCancelled);
