@@ -80,18 +80,22 @@ inline void ResetHwm(pid_t pid = 0) {
 // MPI_Barrier and gloo::barrier wait: every rank leaves it running, so an
 // iteration's time does not include waking a peer that slept in the
 // barrier (a futex wake-up on a busy 2-core host costs as much as a whole
-// small collective). With no more parties than cores the waiters spin;
-// with more, each poll yields the core (a waiter may hold the core a
-// party still has to arrive on), as Open MPI does when oversubscribed.
-// Lock-free atomics only, so it works in memory shared between forked
-// processes (MAP_SHARED) as well as between threads. A rank that never
-// comes leaves the others polling: the drivers' watchdogs end such a run.
+// small collective). Waiters yield the core at every poll (a waiter may
+// hold the core a party still has to arrive on, or that its own process's
+// gRPC threads need), as Open MPI does when oversubscribed; with `spin`
+// and no more parties than cores they spin instead, as Open MPI does when
+// it is not (for ranks whose processes have nothing else to run: the
+// shared-memory path; spinning slowed the gRPC path's 2-rank psum by up
+// to a third). Lock-free atomics only, so it works in memory shared
+// between forked processes (MAP_SHARED) as well as between threads. A
+// rank that never comes leaves the others polling: the drivers' watchdogs
+// end such a run.
 class SpinBarrier {
  public:
-  explicit SpinBarrier(int parties)
+  SpinBarrier(int parties, bool spin)
       : parties_(parties),
-        yield_(parties >
-               static_cast<int>(std::thread::hardware_concurrency())) {}
+        spin_(spin && parties <= static_cast<int>(
+                                     std::thread::hardware_concurrency())) {}
 
   void Wait() {
     const unsigned round = round_.load(std::memory_order_acquire);
@@ -101,13 +105,13 @@ class SpinBarrier {
       return;
     }
     while (round_.load(std::memory_order_acquire) == round) {
-      if (yield_) {
+      if (!spin_) {
         sched_yield();
-      } else {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
+        continue;
       }
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
     }
   }
 
@@ -116,7 +120,7 @@ class SpinBarrier {
                     std::atomic<unsigned>::is_always_lock_free,
                 "shared between processes");
   const int parties_;
-  const bool yield_;
+  const bool spin_;
   std::atomic<int> arrived_{0};
   std::atomic<unsigned> round_{0};
 };

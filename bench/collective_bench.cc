@@ -236,7 +236,7 @@ struct Layout {
 };
 
 struct Shared {
-  explicit Shared(int workers) : barrier(workers) {}
+  Shared(int workers, bool spin) : barrier(workers, spin) {}
   shardmap_bench::SpinBarrier barrier;
   int failed = 0;
 };
@@ -296,7 +296,8 @@ int RunProcesses(const Config& c) {
     std::perror("mmap");
     return 1;
   }
-  Shared* shared = new (mem) Shared(c.workers);
+  // Spinning only on the shared-memory path (SpinBarrier).
+  Shared* shared = new (mem) Shared(c.workers, /*spin=*/!c.no_shm);
   double* seconds = reinterpret_cast<double*>(shared + 1);
   long* hwm_kb = reinterpret_cast<long*>(seconds + L.num_seconds());
 
@@ -446,7 +447,7 @@ int RunThreads(const Config& c) {
   const Layout L{c.workers, max_total, c.sizes.size()};
   std::vector<double> seconds(L.num_seconds());
   std::vector<long> hwm_kb(c.sizes.size() * c.workers, -1);
-  shardmap_bench::SpinBarrier barrier(c.workers);
+  shardmap_bench::SpinBarrier barrier(c.workers, /*spin=*/!c.no_shm);
   const Mesh mesh = *Mesh::Create({{"x", c.workers}});
   std::vector<absl::Status> status(c.workers);
   // A watchdog: a stuck collective must not hang the run.

@@ -136,6 +136,17 @@ class MuxInbox {
     if (signal_ != nullptr) signal_->Notify();
   }
 
+  // Push, then End with `status`, at once: a reader never sees the
+  // message without the end (ShardChannel::Complete).
+  void PushLast(In message, absl::Status status) {
+    absl::MutexLock lock(&mu_);
+    if (ended_) return;
+    queue_.push_back(std::move(message));
+    ended_ = true;
+    status_ = std::move(status);
+    if (signal_ != nullptr) signal_->Notify();
+  }
+
   // No message follows those pushed; `status` is the call's end (the
   // first End counts). With `drop`, messages not yet popped go too.
   void End(absl::Status status, bool drop = false) {

@@ -53,10 +53,13 @@ void DeviceFanout::CheckOnce(const std::function<bool()>& cancelled) {
 }
 
 std::unique_ptr<ShardChannel> DeviceFanout::OpenRegistered(int64_t d) {
+  // A serial call never waits for a link to be made: that wait would be
+  // unwatched (the job's thread, which watches, is the one waiting).
   std::unique_ptr<ShardChannel> ch =
-      options_.small || options_.serial
-          ? connector_->OpenSmall(workers_[d].address, deadline_)
-          : connector_->Open(workers_[d].address, deadline_);
+      options_.serial
+          ? connector_->OpenSmallIfUp(workers_[d].address, deadline_)
+      : options_.small ? connector_->OpenSmall(workers_[d].address, deadline_)
+                       : connector_->Open(workers_[d].address, deadline_);
   if (options_.serial) ch->SetReadableSignal(&readable_);
   absl::MutexLock lock(&mu_);
   channels_[d] = ch.get();

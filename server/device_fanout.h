@@ -7,8 +7,11 @@
 // off) ends the job at once instead of at its deadline.
 //
 // A tiny job's calls may instead run `serial`ly on the calling thread: it
-// sends every device's request, then reads the answers in the order they
-// come in, watching the client and the workers every poll while it waits.
+// sends every device's request (never waiting for a link to be made:
+// WorkerConnector::OpenSmallIfUp), then reads the answers in the order
+// they come in, watching the client and the workers every poll while it
+// waits for them. (A send that waits for room on a busy link is not
+// watched, here or elsewhere: no check can end that wait.)
 // When every answer comes in whole (ShardChannel::Complete), it then does
 // its usual part (`meanwhile`) itself: the job wakes no other thread. An
 // answer still coming in when it is read hands that part and the watching
@@ -120,9 +123,9 @@ class DeviceFanout {
   void AwaitTasks();
   // Device d's call has returned.
   void Returned(int64_t d);
-  // Opens device d's stream (OpenSmall for a small or serial job; a
-  // serial job's notifies readable_), where Abort reaches it, and cancels
-  // it at once if the fan-out was aborted.
+  // Opens device d's stream (OpenSmall for a small job, OpenSmallIfUp for
+  // a serial one, whose streams notify readable_), where Abort reaches it,
+  // and cancels it at once if the fan-out was aborted.
   std::unique_ptr<ShardChannel> OpenRegistered(int64_t d);
   // Device d's stream is going: Abort no longer reaches it.
   void Unregister(int64_t d);

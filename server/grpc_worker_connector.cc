@@ -9,6 +9,7 @@
 #include "rpc/grpc_status.h"
 #include "rpc/raw_method.h"
 #include "rpc/trace_context.h"
+#include "server/link_call.h"
 
 namespace shardmap {
 namespace {
@@ -115,6 +116,14 @@ std::unique_ptr<ShardChannel> GrpcWorkerConnector::OpenSmall(
   return std::make_unique<LinkCall>(
       &links_, address, deadline,
       [this, address, deadline] { return Open(address, deadline); });
+}
+
+std::unique_ptr<ShardChannel> GrpcWorkerConnector::OpenSmallIfUp(
+    const std::string& address, absl::Time deadline) {
+  return std::make_unique<LinkCall>(
+      &links_, address, deadline,
+      [this, address, deadline] { return Open(address, deadline); },
+      /*wait_for_link=*/false);
 }
 
 template <typename Request, typename Response>

@@ -28,6 +28,8 @@ class GrpcWorkerConnector final : public WorkerConnector {
                                      absl::Time deadline) override;
   std::unique_ptr<ShardChannel> OpenSmall(const std::string& address,
                                           absl::Time deadline) override;
+  std::unique_ptr<ShardChannel> OpenSmallIfUp(const std::string& address,
+                                              absl::Time deadline) override;
   // A worker with no link up gets one started, for the calls after this.
   bool SmallReady(const std::string& address, absl::Time deadline) override {
     if (links_.Ready(address, deadline)) return true;

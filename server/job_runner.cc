@@ -93,6 +93,8 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
   // lone job under `auto` takes them only if they are up, and otherwise
   // has them started for the jobs after it and opens streams of its own
   // meanwhile rather than wait for them; with other jobs running it waits.
+  // A lone two-phase job keeps streams of its own: on links its decision
+  // round trip now and then took 3 ms more (docs/DESIGN.md).
   const bool small = plan.input_bytes() <= kSmallJobBytes;
   bool links_up = small && options_.job_links != JobLinks::kNever;
   if (links_up) {
@@ -103,9 +105,10 @@ absl::StatusOr<std::vector<JobOutput>> JobRunner::Run(
     }
     links_up = up == workers.size();
   }
+  const bool lone_on_links = links_up && !commit.two_phase();
   fanout_options.small = small && (options_.job_links == JobLinks::kAlways ||
                                    (options_.job_links == JobLinks::kAuto &&
-                                    (links_up || running.others() > 0)));
+                                    (lone_on_links || running.others() > 0)));
   // A tiny one's calls run on this thread, one after another: its
   // arguments come first, all of them (a few messages at most), so that no
   // call waits for the client's bytes while the others wait for it.

@@ -77,6 +77,12 @@ class WorkerConnector {
                                                   absl::Time deadline) {
     return Open(address, deadline);
   }
+  // OpenSmall, for a call that must not wait for a shared stream to be
+  // made: if none is up when the call starts, it opens its own instead.
+  virtual std::unique_ptr<ShardChannel> OpenSmallIfUp(
+      const std::string& address, absl::Time deadline) {
+    return OpenSmall(address, deadline);
+  }
   // Whether a channel OpenSmall makes now for a call that ends by
   // `deadline` would find its stream up (a serial fan-out runs only then),
   // and tell when it is readable (ShardChannel::Readable). False unless a

@@ -120,10 +120,14 @@ void ShardLink::OnReadDone(bool ok) {
     if (response_.call() == 0) {
       ready_ = true;
     } else if (auto it = calls_.find(response_.call()); it != calls_.end()) {
-      if (response_.has_response()) {
+      if (response_.has_response() && response_.end()) {
+        it->second->PushLast(std::move(*response_.mutable_response()),
+                             EndStatus(response_));
+      } else if (response_.has_response()) {
         it->second->Push(std::move(*response_.mutable_response()));
+      } else if (response_.end()) {
+        it->second->End(EndStatus(response_));
       }
-      if (response_.end()) it->second->End(EndStatus(response_));
     }
   }
   response_.Clear();
@@ -183,9 +187,8 @@ std::shared_ptr<ShardLink> ShardLinks::FindOrStartLocked(
   auto it = links_.find(address);
   if (it != links_.end() && it->second->failed() &&
       it->second->status().code() == absl::StatusCode::kUnimplemented) {
-    // A link Prepare made, to a worker that predates links.
-    legacy_[address] = now + kLegacyRetry;
-    links_.erase(it);
+    // A link nobody waited for (Prepare), to a worker that predates links.
+    MarkLegacyLocked(address, it->second);
     return nullptr;
   }
   if (it != links_.end() && (it->second->failed() ||
@@ -214,6 +217,15 @@ std::shared_ptr<ShardLink> ShardLinks::FindOrStartLocked(
   return link;
 }
 
+void ShardLinks::MarkLegacyLocked(const std::string& address,
+                                  const std::shared_ptr<ShardLink>& link) {
+  legacy_[address] = absl::Now() + kLegacyRetry;
+  if (auto it = links_.find(address);
+      it != links_.end() && it->second == link) {
+    links_.erase(it);
+  }
+}
+
 void ShardLinks::Prepare(const std::string& address, absl::Time deadline) {
   std::shared_ptr<ShardLink> retired;
   {
@@ -225,7 +237,7 @@ void ShardLinks::Prepare(const std::string& address, absl::Time deadline) {
 
 absl::StatusOr<std::shared_ptr<ShardLink>> ShardLinks::Acquire(
     const std::string& address, absl::Time deadline,
-    const std::atomic<bool>& cancelled) {
+    const std::atomic<bool>& cancelled, bool wait) {
   std::shared_ptr<ShardLink> link;
   std::shared_ptr<ShardLink> retired;
   {
@@ -234,15 +246,12 @@ absl::StatusOr<std::shared_ptr<ShardLink>> ShardLinks::Acquire(
   }
   if (retired != nullptr) retired->Retire();
   if (link == nullptr) return nullptr;
+  if (!wait) return link->ready() ? link : nullptr;
   if (link->WaitReady(deadline, cancelled)) return link;
   absl::Status s = link->status();
   if (s.code() == absl::StatusCode::kUnimplemented) {
     absl::MutexLock lock(&mu_);
-    legacy_[address] = absl::Now() + kLegacyRetry;
-    if (auto it = links_.find(address);
-        it != links_.end() && it->second == link) {
-      links_.erase(it);
-    }
+    MarkLegacyLocked(address, link);
     return nullptr;
   }
   if (cancelled.load()) return absl::CancelledError("the call was cancelled");
@@ -252,196 +261,6 @@ absl::StatusOr<std::shared_ptr<ShardLink>> ShardLinks::Acquire(
         "deadline");
   }
   return s;
-}
-
-LinkCall::LinkCall(ShardLinks* links, std::string address, absl::Time deadline,
-                   std::function<std::unique_ptr<ShardChannel>()> fallback)
-    : links_(links),
-      address_(std::move(address)),
-      deadline_(deadline),
-      make_fallback_(std::move(fallback)) {}
-
-LinkCall::~LinkCall() {
-  // A call on the link that was not finished: abandon it there.
-  if (started_ && start_status_.ok() && delegate_ == nullptr && !finished_) {
-    Cancel();
-    static_cast<void>(Finish());
-  }
-}
-
-bool LinkCall::Start() {
-  if (started_) return start_status_.ok();
-  started_ = true;
-  // A link handed out can be retired (or fail) before the call registers
-  // on it; the call then asks again.
-  absl::Status why;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    absl::StatusOr<std::shared_ptr<ShardLink>> link =
-        links_->Acquire(address_, deadline_, cancelled_);
-    absl::MutexLock lock(&mu_);
-    if (!link.ok()) {
-      why = link.status();
-      break;
-    }
-    if (*link == nullptr) {
-      fallback_ = make_fallback_();
-      delegate_ = fallback_.get();
-      if (signal_ != nullptr) fallback_->SetReadableSignal(signal_);
-      if (cancelled_.load()) fallback_->Cancel();
-      return true;
-    }
-    if (cancelled_.load()) {
-      why = absl::CancelledError("the call was cancelled");
-      break;
-    }
-    const uint64_t call = (*link)->NewCall(&inbox_);
-    if (call != 0) {
-      link_ = *std::move(link);
-      call_ = call;
-      return true;
-    }
-    why =
-        (*link)->failed()
-            ? (*link)->status()
-            : absl::UnavailableError("the job link to the worker was replaced");
-  }
-  start_status_ = why;
-  return false;
-}
-
-bool LinkCall::Send(const v1::ShardRequest* request, bool writes_done) {
-  std::shared_ptr<ShardLink> link;
-  v1::ShardLinkRequest message;
-  {
-    absl::MutexLock lock(&mu_);
-    // Cancelled before the worker heard of the call: it never starts there.
-    if (cancel_sent_ || (!first_queued_ && cancelled_.load())) return false;
-    link = link_;
-    message.set_call(call_);
-  }
-  if (request != nullptr) *message.mutable_request() = *request;
-  message.set_writes_done(writes_done);
-  if (first_message_) {
-    first_message_ = false;
-    // Rounded up: the worker's deadline must not pass before ours, or a
-    // job that ran out of time would fail with the worker's error before
-    // the coordinator knows its own deadline passed.
-    message.set_timeout_ms(std::max<int64_t>(
-        1, absl::ToInt64Milliseconds(
-               absl::Ceil(deadline_ - absl::Now(), absl::Milliseconds(1)))));
-    const LogContext& log = CurrentLogContext();
-    if (!log.trace_id.empty()) {
-      message.set_traceparent(
-          Traceparent{log.trace_id, log.span_id}.ToString());
-    }
-  }
-  if (link->Send(std::move(message), deadline_, /*urgent=*/false)) {
-    absl::MutexLock lock(&mu_);
-    if (!first_queued_) {
-      first_queued_ = true;
-      // A Cancel while this message waited for room could not go out.
-      if (cancelled_.load() && !cancel_sent_) {
-        cancel_sent_ = true;
-        SendCancelLocked();
-      }
-    }
-    return true;
-  }
-  // The call cannot go on; say why, as a RunShard stream would.
-  inbox_.End(absl::Now() >= deadline_
-                 ? absl::DeadlineExceededError(
-                       "the call's deadline passed while its messages waited "
-                       "for room on the job link")
-             : link->failed()
-                 ? link->status()
-                 : absl::UnavailableError("the job link to the worker broke"));
-  return false;
-}
-
-bool LinkCall::Write(const v1::ShardRequest& request) {
-  if (!Start()) return false;
-  if (delegate_ != nullptr) return delegate_->Write(request);
-  return Send(&request, false);
-}
-
-bool LinkCall::WriteLast(const v1::ShardRequest& request) {
-  if (!Start()) return false;
-  if (delegate_ != nullptr) return delegate_->WriteLast(request);
-  return Send(&request, true);
-}
-
-bool LinkCall::WritesDone() {
-  if (!started_ || !start_status_.ok()) return false;
-  if (delegate_ != nullptr) return delegate_->WritesDone();
-  return Send(nullptr, true);
-}
-
-bool LinkCall::Read(v1::ShardResponse* response) {
-  if (!started_ || !start_status_.ok()) return false;
-  if (delegate_ != nullptr) return delegate_->Read(response);
-  if (inbox_.Pop(response, deadline_)) return true;
-  if (absl::IsDeadlineExceeded(inbox_.status())) Cancel();  // tell the worker
-  return false;
-}
-
-bool LinkCall::Readable() {
-  if (!started_ || !start_status_.ok()) return true;
-  if (delegate_ != nullptr) return delegate_->Readable();
-  return inbox_.ready() || absl::Now() >= deadline_;
-}
-
-bool LinkCall::Complete() {
-  if (!started_ || !start_status_.ok()) return true;
-  if (delegate_ != nullptr) return delegate_->Complete();
-  return inbox_.ended() || absl::Now() >= deadline_;
-}
-
-void LinkCall::SetReadableSignal(ChangeSignal* signal) {
-  // Before Start: a fallback stream is made only then.
-  signal_ = signal;
-  inbox_.SetSignal(signal);
-}
-
-absl::Status LinkCall::Finish() {
-  if (!started_) return absl::CancelledError("the call never started");
-  if (!start_status_.ok()) return start_status_;
-  if (delegate_ != nullptr) return delegate_->Finish();
-  finished_ = true;
-  if (!inbox_.ended()) {  // a write failed: the call cannot go on
-    inbox_.End(absl::UnavailableError("the job link to the worker broke"));
-    Cancel();
-  }
-  std::shared_ptr<ShardLink> link;
-  uint64_t call;
-  {
-    absl::MutexLock lock(&mu_);
-    link = link_;
-    call = call_;
-  }
-  link->EndCall(call);
-  return inbox_.status();
-}
-
-void LinkCall::Cancel() {
-  cancelled_.store(true);
-  absl::MutexLock lock(&mu_);
-  if (fallback_ != nullptr) {
-    fallback_->Cancel();
-    return;
-  }
-  if (link_ == nullptr || call_ == 0 || cancel_sent_) return;
-  inbox_.End(absl::CancelledError("the call was cancelled"));
-  if (!first_queued_) return;  // Send sends it, or never starts the call
-  cancel_sent_ = true;
-  SendCancelLocked();
-}
-
-void LinkCall::SendCancelLocked() {
-  // The worker ignores it if the call has ended there.
-  v1::ShardLinkRequest cancel;
-  cancel.set_call(call_);
-  cancel.set_cancel(true);
-  link_->Send(std::move(cancel), absl::InfinitePast(), /*urgent=*/true);
 }
 
 }  // namespace shardmap

@@ -4,9 +4,9 @@
 // messages on a stream that is already open, not a new call. gRPC glue on
 // the callback API: nothing waits on the stream but the callers of a call.
 //
-// ShardLink is one such stream; LinkCall is one device call on it (a
-// ShardChannel); ShardLinks keeps one link per worker address, made on
-// first use and replaced when it fails or nears its own deadline.
+// ShardLink is one such stream; ShardLinks keeps one link per worker
+// address, made on first use and replaced when it fails or nears its own
+// deadline; a device call on a link is a LinkCall (server/link_call.h).
 //
 // The link's first message from the worker (call 0) says it serves links;
 // a worker that predates them answers UNIMPLEMENTED, and ShardLinks then
@@ -104,12 +104,13 @@ class ShardLinks {
 
   // A ready link to `address` for a call that ends by `deadline`; null
   // when the call should use RunShard instead (the worker serves no
-  // links, or the deadline is further than a link lives). Errors: the
+  // links, the deadline is further than a link lives, or, unless `wait`,
+  // the link is not up yet: it is then made for later calls). Errors: the
   // link's, when it could not be made ready (UNAVAILABLE,
   // DEADLINE_EXCEEDED), CANCELLED if `cancelled` turned true meanwhile.
   absl::StatusOr<std::shared_ptr<ShardLink>> Acquire(
       const std::string& address, absl::Time deadline,
-      const std::atomic<bool>& cancelled);
+      const std::atomic<bool>& cancelled, bool wait = true);
   // Whether Acquire would hand out a link to `address` for a call that
   // ends by `deadline` at once, without making one or waiting for one to
   // be ready.
@@ -126,6 +127,11 @@ class ShardLinks {
   std::shared_ptr<ShardLink> FindOrStartLocked(
       const std::string& address, absl::Time deadline,
       std::shared_ptr<ShardLink>* retired) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `address`'s worker serves no links (`link` failed UNIMPLEMENTED): its
+  // calls use RunShard for a while, and the link is forgotten.
+  void MarkLegacyLocked(const std::string& address,
+                        const std::shared_ptr<ShardLink>& link)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ChannelCache* const channels_;
   absl::Mutex mu_;
@@ -134,58 +140,6 @@ class ShardLinks {
   std::map<std::string, absl::Time> legacy_ ABSL_GUARDED_BY(mu_);
   // Every link started, to cancel and wait for at destruction.
   std::vector<std::shared_ptr<ShardLink>> started_ ABSL_GUARDED_BY(mu_);
-};
-
-// One device call over a worker's link. Falls back to `fallback` (a
-// RunShard channel) when ShardLinks says so. Not thread-safe, except
-// Cancel.
-class LinkCall final : public ShardChannel {
- public:
-  LinkCall(ShardLinks* links, std::string address, absl::Time deadline,
-           std::function<std::unique_ptr<ShardChannel>()> fallback);
-  ~LinkCall() override;
-
-  bool Write(const v1::ShardRequest& request) override;
-  bool WritesDone() override;
-  bool WriteLast(const v1::ShardRequest& request) override;
-  bool Read(v1::ShardResponse* response) override;
-  bool Readable() override;
-  bool Complete() override;
-  void SetReadableSignal(ChangeSignal* signal) override;
-  absl::Status Finish() override;
-  void Cancel() override;
-
- private:
-  // Starts the call on first use; false if it could not start.
-  bool Start();
-  bool Send(const v1::ShardRequest* request, bool writes_done);
-  // Sends the cancel message for the call; the caller set cancel_sent_.
-  void SendCancelLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  ShardLinks* const links_;
-  const std::string address_;
-  const absl::Time deadline_;
-  const std::function<std::unique_ptr<ShardChannel>()> make_fallback_;
-  std::atomic<bool> cancelled_{false};
-  bool started_ = false;
-  bool first_message_ = true;
-  bool finished_ = false;
-  absl::Status start_status_;
-  MuxInbox<v1::ShardResponse> inbox_;
-  ChangeSignal* signal_ = nullptr;  // Not owned; see SetReadableSignal.
-
-  // The fallback, once Start made one; used by the call's own thread.
-  ShardChannel* delegate_ = nullptr;
-
-  absl::Mutex mu_;  // Start against Cancel
-  std::shared_ptr<ShardLink> link_ ABSL_GUARDED_BY(mu_);
-  uint64_t call_ ABSL_GUARDED_BY(mu_) = 0;
-  bool cancel_sent_ ABSL_GUARDED_BY(mu_) = false;
-  // The call's first message is on the link: the worker knows the call, and
-  // a cancel may go out (one sent earlier would name a call it has not
-  // seen, and be dropped).
-  bool first_queued_ ABSL_GUARDED_BY(mu_) = false;
-  std::unique_ptr<ShardChannel> fallback_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace shardmap

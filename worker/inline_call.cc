@@ -20,7 +20,7 @@ uint64_t OutputElementsBound(const v1::ShardJob& job, uint64_t limit) {
   for (const v1::ArrayHeader& arg : job.args()) {
     uint64_t elements = 1;
     for (int64_t d : arg.shape()) {
-      if (d <= 0) continue;  // an empty argument gives an empty result
+      if (d <= 0) continue;  // counted as 1: the product stays a bound
       if (elements > limit / static_cast<uint64_t>(d)) return limit + 1;
       elements *= static_cast<uint64_t>(d);
     }
@@ -40,9 +40,11 @@ bool RunsInline(const v1::ShardRequest& first, const ShardExecutor& executor,
     return std::any_of(list.begin(), list.end(),
                        [](const auto& a) { return !a.name().empty(); });
   };
-  if (!job.program().empty() || job.two_phase() || job.states_size() > 0 ||
-      job.state_out_specs_size() > 0 || named(job.resident_args()) ||
-      named(job.resident_outputs())) {
+  // Without inline_outputs the answer's header leaves on its own, and may
+  // wait for room on the link.
+  if (!job.inline_outputs() || !job.program().empty() || job.two_phase() ||
+      job.states_size() > 0 || job.state_out_specs_size() > 0 ||
+      named(job.resident_args()) || named(job.resident_outputs())) {
     return false;
   }
   size_t bytes = 0;

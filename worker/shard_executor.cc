@@ -13,8 +13,8 @@
 namespace shardmap {
 
 bool ShardExecutor::IsLocal(const std::string& function) const {
-  absl::StatusOr<const FunctionDef*> def = registry_->Find(function);
-  return def.ok() && (*def)->local;
+  const FunctionDef* def = registry_->FindOrNull(function);
+  return def != nullptr && def->local;
 }
 
 absl::StatusOr<std::vector<Tensor>> ShardExecutor::Run(

@@ -89,7 +89,7 @@ class ShardLinkReactor::Call final : public ShardStream {
 };
 
 ShardLinkReactor::ShardLinkReactor(DeviceThreads* threads, DrainGate* gate,
-                                   RunCall run, RunsInline runs_inline)
+                                   RunCall run, InlinePolicy runs_inline)
     : threads_(threads),
       gate_(gate),
       run_(std::move(run)),
@@ -113,6 +113,12 @@ void ShardLinkReactor::OnReadDone(bool ok) {
     if (finish) FinishStream();
     return;
   }
+  // Asked before the lock (it takes locks of its own), of any message that
+  // can start a call and carries all of it.
+  const bool run_inline = runs_inline_ != nullptr && request_.writes_done() &&
+                          !request_.cancel() && request_.has_request() &&
+                          request_.request().has_job() &&
+                          runs_inline_(request_.request());
   std::shared_ptr<Call> inline_call;
   {
     absl::MutexLock lock(&mu_);
@@ -123,7 +129,7 @@ void ShardLinkReactor::OnReadDone(bool ok) {
       // that has ended here (a late cancel) and is dropped.
       if (id != 0 && request_.has_request() && request_.request().has_job() &&
           !request_.cancel()) {
-        inline_call = StartCall(id, request_);
+        inline_call = StartCall(id, request_, run_inline);
       }
     } else if (request_.cancel()) {
       it->second->Cancel();
@@ -142,7 +148,7 @@ void ShardLinkReactor::OnReadDone(bool ok) {
 }
 
 std::shared_ptr<ShardLinkReactor::Call> ShardLinkReactor::StartCall(
-    uint64_t id, v1::ShardLinkRequest& first) {
+    uint64_t id, v1::ShardLinkRequest& first, bool run_inline) {
   if (first.timeout_ms() <= 0) {
     Call refused(this, id, absl::InfinitePast(), "");
     outbox_.Send(refused.End(absl::InvalidArgumentError(
@@ -155,12 +161,10 @@ std::shared_ptr<ShardLinkReactor::Call> ShardLinkReactor::StartCall(
       std::min(absl::Milliseconds(first.timeout_ms()), kMaxCallTime);
   auto call = std::make_shared<Call>(this, id, absl::Now() + timeout,
                                      first.traceparent());
-  const bool runs_inline = first.writes_done() && runs_inline_ != nullptr &&
-                           runs_inline_(first.request());
   call->inbox().Push(std::move(*first.mutable_request()));
   if (first.writes_done()) call->inbox().End(absl::OkStatus());
   calls_[id] = call;
-  if (runs_inline) return call;
+  if (run_inline) return call;
   threads_->Run([this, call] { RunOne(call); });
   return nullptr;
 }

@@ -48,12 +48,12 @@ class ShardLinkReactor final
 
   // Whether the call that starts with this request (which also ended its
   // half of the call) may run on the thread that read it.
-  using RunsInline = std::function<bool(const v1::ShardRequest& first)>;
+  using InlinePolicy = std::function<bool(const v1::ShardRequest& first)>;
 
   // `threads` and `gate` (may be null) outlive the reactor; `runs_inline`
   // may be null (no call runs inline).
   ShardLinkReactor(DeviceThreads* threads, DrainGate* gate, RunCall run,
-                   RunsInline runs_inline = nullptr);
+                   InlinePolicy runs_inline = nullptr);
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override { outbox_.WriteDone(ok); }
@@ -62,9 +62,11 @@ class ShardLinkReactor final
  private:
   class Call;
 
-  // A call's first message: starts it on a pool thread, or returns it for
-  // the caller to run (RunOne) once it has released mu_.
-  std::shared_ptr<Call> StartCall(uint64_t id, v1::ShardLinkRequest& first)
+  // A call's first message: starts it on a pool thread, or, if
+  // `run_inline` (the policy's verdict), returns it for the caller to run
+  // (RunOne) once it has released mu_.
+  std::shared_ptr<Call> StartCall(uint64_t id, v1::ShardLinkRequest& first,
+                                  bool run_inline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunOne(const std::shared_ptr<Call>& call);
   // True, once, when reading is over and no call is left: the caller then
@@ -76,7 +78,7 @@ class ShardLinkReactor final
   DeviceThreads* const threads_;
   DrainGate* const gate_;
   const RunCall run_;
-  const RunsInline runs_inline_;
+  const InlinePolicy runs_inline_;
   MuxOutbox<v1::ShardLinkResponse> outbox_;
   v1::ShardLinkRequest request_;  // the read in flight
 

@@ -119,6 +119,7 @@ TEST_P(DeviceFanoutTest, AClientThatLeavesWhileAllWaitAbortsTheCalls) {
         // Threads: wait here, watched, until the abort reaches device 0.
         while (!GetParam() && connector_.Waiting(workers_[0].address) > 0) {
           watch();
+          absl::SleepFor(absl::Milliseconds(1));  // polls; decides nothing
         }
       });
   leave.join();

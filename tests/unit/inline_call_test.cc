@@ -43,6 +43,7 @@ class InlineCallTest : public ::testing::Test {
     job->set_function(function);
     job->set_worker_id(kWorker);
     job->set_ticket(1);
+    job->set_inline_outputs(true);
     for (int i = 0; i < 2; ++i) {
       v1::ArrayHeader* arg = job->add_args();
       arg->set_dtype(v1::DTYPE_FLOAT32);
@@ -110,6 +111,11 @@ TEST_F(InlineCallTest, ACallThatMayWaitOrComputeLongDoesNot) {
   big.mutable_job()->mutable_chunks(0)->set_data(
       std::string(kInlineChunkBytes, 'x'));
   EXPECT_FALSE(Inline(big));
+  // A coordinator that does not take outputs inside the answer: its
+  // header would leave on its own, and might wait for room on the link.
+  v1::ShardRequest outputs_apart = Call("identity");
+  outputs_apart.mutable_job()->set_inline_outputs(false);
+  EXPECT_FALSE(Inline(outputs_apart));
   v1::ShardRequest two_phase = Call("identity");
   two_phase.mutable_job()->set_two_phase(true);
   EXPECT_FALSE(Inline(two_phase));

@@ -144,7 +144,7 @@ class JobLinksTest : public JobRunnerFixture {
   }
 };
 
-TEST_F(JobLinksTest, AutoTakesTheLinksWhenEveryWorkersIsUp) {
+TEST_F(JobLinksTest, AutoTakesTheLinksWhenEveryWorkersLinkIsUp) {
   RunLoneJob(JobLinks::kAuto);
   for (const WorkerPool::Worker& w : workers_) {
     EXPECT_EQ(connector_.SmallReadyAsks(w.address), 1) << w.address;
@@ -161,6 +161,22 @@ TEST_F(JobLinksTest,
   for (const WorkerPool::Worker& w : workers_) {
     EXPECT_EQ(connector_.SmallReadyAsks(w.address), 1) << w.address;
     EXPECT_EQ(connector_.SmallOpens(w.address), 0) << w.address;
+  }
+}
+
+TEST_F(JobLinksTest, AutoKeepsALoneTwoPhaseJobOnStreamsOfItsOwn) {
+  links_ = JobLinks::kAuto;
+  workers_.resize(2);
+  const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
+  AnswerAll(plan, 2);
+  JobRunner runner(RunnerOptions(), &connector_, &index_);
+  auto out = Run(runner, plan, 2);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].stored_as, "A");
+  for (const WorkerPool::Worker& w : workers_) {
+    EXPECT_EQ(connector_.SmallReadyAsks(w.address), 1) << w.address;
+    EXPECT_EQ(connector_.SmallOpens(w.address), 0) << w.address;
+    EXPECT_EQ(connector_.Decisions(w.address), std::vector<bool>{true});
   }
 }
 

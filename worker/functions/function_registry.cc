@@ -42,6 +42,11 @@ absl::StatusOr<const FunctionDef*> FunctionRegistry::Find(
   return &it->second;
 }
 
+const FunctionDef* FunctionRegistry::FindOrNull(const std::string& name) const {
+  auto it = functions_.find(name);
+  return it == functions_.end() ? nullptr : &it->second;
+}
+
 std::vector<v1::FunctionSignature> FunctionRegistry::Signatures() const {
   std::vector<v1::FunctionSignature> out;
   for (const auto& [name, def] : functions_) out.push_back(def.signature);

@@ -63,8 +63,8 @@ using Kernel = std::function<absl::StatusOr<std::vector<Tensor>>(
 struct FunctionDef {
   v1::FunctionSignature signature;  // origin set
   Kernel kernel;
-  // Computes on its own blocks only: no collectives, no states, and in
-  // time that grows with its blocks alone. Only the worker's own
+  // Computes one output on its own blocks only: no collectives, no
+  // states, and in time that grows with its blocks alone. Only the worker's own
   // functions say so (RegisterBuiltins); a job of such a function on small
   // blocks may run on the thread that received it (worker/inline_call.h).
   bool local = false;
@@ -85,6 +85,8 @@ class FunctionRegistry {
                         bool local = false);
   // NOT_FOUND listing the registered names.
   absl::StatusOr<const FunctionDef*> Find(const std::string& name) const;
+  // The function, or null.
+  const FunctionDef* FindOrNull(const std::string& name) const;
   std::vector<v1::FunctionSignature> Signatures() const;
 
  private:
