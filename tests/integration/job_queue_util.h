@@ -9,6 +9,7 @@
 #define SHARDMAP_TESTS_INTEGRATION_JOB_QUEUE_UTIL_H_
 
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
@@ -49,6 +50,21 @@ class RawJob {
     stream_->Write(chunk);
     stream_->WritesDone();
     return Drain(values);
+  }
+  // Complete, as a check: the job ran and gave its argument back.
+  ::testing::AssertionResult CompletesAsIdentity() {
+    std::vector<float> values;
+    const grpc::Status s = Complete(&values);
+    if (!s.ok()) {
+      return ::testing::AssertionFailure()
+             << "the job failed: " << s.error_message();
+    }
+    if (values != std::vector<float>{1, 2, 3, 4}) {
+      return ::testing::AssertionFailure()
+             << "the job gave back " << values.size()
+             << " floats, not its argument (1, 2, 3, 4)";
+    }
+    return ::testing::AssertionSuccess();
   }
   grpc::Status Cancel() {
     context_.TryCancel();

@@ -100,25 +100,36 @@ class JobTicketsTest : public ::testing::Test {
     for (const auto& w : workers_) out.push_back(connector_.Skips(w.address));
     return out;
   }
+  // Device 0's worker refuses the connection; devices 1-3 are aborted
+  // before their headers go out. Each worker is told to skip its ticket
+  // 0, under the id its jobs carry.
+  void ExpectSkipsForHeadersThatNeverWentOut(const JobRunner::Options& o) {
+    connector_.Script(workers_[0].address, Refuse());
+    for (int d : {1, 2, 3}) connector_.Script(workers_[d].address, Stuck());
+    JobRunner runner(o, &connector_);
+    EXPECT_TRUE(StatusIs(RunOnce(runner), absl::StatusCode::kUnavailable,
+                         {"device 0", "connection refused"}));
+    const auto skips = SkipsOnce(4);
+    for (size_t d = 0; d < workers_.size(); ++d) {
+      ASSERT_EQ(skips[d].size(), 1u) << d;
+      EXPECT_EQ(skips[d][0].second, 0u);
+      EXPECT_TRUE(absl::StartsWith(skips[d][0].first, workers_[d].id + "@"))
+          << skips[d][0].first;
+      EXPECT_TRUE(Headers(connector_, workers_[d].address).empty());
+    }
+  }
 };
 
 TEST_F(JobTicketsTest, DevicesWhoseHeadersNeverWentOutGetSkips) {
-  // Device 0's worker refuses the connection; devices 1-3 are aborted
-  // before their headers go out.
-  connector_.Script(workers_[0].address, Refuse());
-  for (int d : {1, 2, 3}) connector_.Script(workers_[d].address, Stuck());
-  JobRunner runner(Threaded(), &connector_);
-  EXPECT_TRUE(StatusIs(RunOnce(runner), absl::StatusCode::kUnavailable,
-                       {"device 0", "connection refused"}));
-  // Each worker is told to skip its ticket 0, under the id its jobs carry.
-  const auto skips = SkipsOnce(4);
-  for (size_t d = 0; d < workers_.size(); ++d) {
-    ASSERT_EQ(skips[d].size(), 1u) << d;
-    EXPECT_EQ(skips[d][0].second, 0u);
-    EXPECT_TRUE(absl::StartsWith(skips[d][0].first, workers_[d].id + "@"))
-        << skips[d][0].first;
-    EXPECT_TRUE(Headers(connector_, workers_[d].address).empty());
-  }
+  ExpectSkipsForHeadersThatNeverWentOut(Threaded());
+}
+
+// The same serially, on links (the default for such a job): device 0's
+// header fails first, so the others are opened aborted and never block.
+TEST_F(JobTicketsTest, DevicesWhoseHeadersNeverWentOutGetSkipsSerially) {
+  JobRunner::Options serial;
+  serial.job_links = JobLinks::kAlways;
+  ExpectSkipsForHeadersThatNeverWentOut(serial);
 }
 
 TEST_F(JobTicketsTest, LaterJobsCarryTheNextTicketsAndTheIncarnations) {

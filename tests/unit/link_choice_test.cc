@@ -10,144 +10,103 @@
 
 #include "rpc/channel_cache.h"
 #include "server/grpc_worker_connector.h"
-#include "tests/unit/fake_worker_server.h"
 #include "tests/unit/link_worker.h"
 
 namespace shardmap {
 namespace {
 
-// An echo call whose header carries its data and ends its half; what came
-// back.
-absl::StatusOr<std::string> EchoInOneMessage(WorkerConnector& connector,
-                                             const std::string& address,
-                                             const std::string& data) {
-  auto ch = connector.OpenSmall(address, absl::Now() + absl::Seconds(30));
-  v1::ShardRequest job = Job("echo");
-  job.mutable_job()->add_chunks()->set_data(data);
-  if (!ch->WriteLast(job)) return ch->Finish();
-  std::string back;
-  v1::ShardResponse response;
-  while (ch->Read(&response)) back += response.chunk().data();
-  absl::Status s = ch->Finish();
-  if (!s.ok()) return s;
-  return back;
-}
+// A worker that serves links only, and the coordinator's connector to it.
+class LinkChoiceTest : public ::testing::Test {
+ protected:
+  absl::StatusOr<std::string> EchoInOneMessage(const std::string& data) {
+    return shardmap::EchoInOneMessage(
+        connector_.OpenSmall(worker_.address(),
+                             absl::Now() + absl::Seconds(30)),
+        data);
+  }
+  // Polls (bounded: 30 s) until the connector says the link is up.
+  bool LinkComesUp(absl::Time deadline) {
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (!connector_.SmallReady(worker_.address(), deadline)) {
+      if (absl::Now() >= give_up) return false;
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    return true;
+  }
 
-TEST(LinkChoiceTest, ACallTheWorkerTakesInlineRunsOnTheThreadThatReadIt) {
-  LinkWorker worker;
-  worker.echo_inline = true;
-  ChannelCache channels;
-  GrpcWorkerConnector connector(&channels);
+  LinkWorker worker_;
+  ChannelCache channels_;
+  GrpcWorkerConnector connector_{&channels_};
+};
+
+TEST_F(LinkChoiceTest, ACallTheWorkerTakesInlineRunsOnTheThreadThatReadIt) {
+  worker_.echo_inline = true;
   // Two in a row: the link reads on after the first.
   for (const std::string data : {"first", "second"}) {
-    auto back = EchoInOneMessage(connector, worker.address(), data);
+    auto back = EchoInOneMessage(data);
     ASSERT_TRUE(back.ok()) << back.status();
     EXPECT_EQ(*back, data);
   }
-  absl::MutexLock lock(&worker.mu);
-  ASSERT_EQ(worker.offer_threads.size(), 2u);
-  ASSERT_EQ(worker.run_threads.size(), 2u);
+  absl::MutexLock lock(&worker_.mu);
+  ASSERT_EQ(worker_.offer_threads.size(), 2u);
+  ASSERT_EQ(worker_.run_threads.size(), 2u);
   for (int i = 0; i < 2; ++i) {
-    EXPECT_EQ(worker.run_threads[i], worker.offer_threads[i]) << i;
+    EXPECT_EQ(worker_.run_threads[i], worker_.offer_threads[i]) << i;
   }
 }
 
-TEST(LinkChoiceTest, ACallTheWorkerDeclinesRunsOnAPooledThread) {
-  LinkWorker worker;  // echo_inline false: every offer declined
-  ChannelCache channels;
-  GrpcWorkerConnector connector(&channels);
-  auto back = EchoInOneMessage(connector, worker.address(), "pooled");
+TEST_F(LinkChoiceTest, ACallTheWorkerDeclinesRunsOnAPooledThread) {
+  // echo_inline false: every offer declined.
+  auto back = EchoInOneMessage("pooled");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, "pooled");
-  absl::MutexLock lock(&worker.mu);
-  ASSERT_EQ(worker.offer_threads.size(), 1u);
-  ASSERT_EQ(worker.run_threads.size(), 1u);
-  EXPECT_NE(worker.run_threads[0], worker.offer_threads[0]);
+  absl::MutexLock lock(&worker_.mu);
+  ASSERT_EQ(worker_.offer_threads.size(), 1u);
+  ASSERT_EQ(worker_.run_threads.size(), 1u);
+  EXPECT_NE(worker_.run_threads[0], worker_.offer_threads[0]);
 }
 
-TEST(LinkChoiceTest, ACallWhoseFirstMessageLeavesMoreToComeIsNotOffered) {
-  LinkWorker worker;
-  worker.echo_inline = true;
-  ChannelCache channels;
-  GrpcWorkerConnector connector(&channels);
-  auto back = Echo(connector, worker.address(), "in chunks");
+TEST_F(LinkChoiceTest, ACallWhoseFirstMessageLeavesMoreToComeIsNotOffered) {
+  worker_.echo_inline = true;
+  auto back = Echo(connector_, worker_.address(), "in chunks");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, "in chunks");
-  absl::MutexLock lock(&worker.mu);
-  EXPECT_TRUE(worker.offer_threads.empty());
-  EXPECT_EQ(worker.run_threads.size(), 1u);
+  absl::MutexLock lock(&worker_.mu);
+  EXPECT_TRUE(worker_.offer_threads.empty());
+  EXPECT_EQ(worker_.run_threads.size(), 1u);
 }
 
-TEST(LinkChoiceTest, AskingWhetherALinkIsUpStartsOneForLaterCalls) {
-  LinkWorker worker;
-  ChannelCache channels;
-  GrpcWorkerConnector connector(&channels);
+TEST_F(LinkChoiceTest, AskingWhetherALinkIsUpStartsOneForLaterCalls) {
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  EXPECT_FALSE(connector.SmallReady(worker.address(), deadline));
-  // Bounded: the link comes up within moments.
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (!connector.SmallReady(worker.address(), deadline) &&
-         absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  ASSERT_TRUE(connector.SmallReady(worker.address(), deadline));
+  EXPECT_FALSE(connector_.SmallReady(worker_.address(), deadline));
+  ASSERT_TRUE(LinkComesUp(deadline));
   // The call after takes that link: still one.
-  auto back = Echo(connector, worker.address(), "on the link");
+  auto back = Echo(connector_, worker_.address(), "on the link");
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, "on the link");
-  EXPECT_EQ(worker.links(), 1);
+  EXPECT_EQ(worker_.links(), 1);
   // A call due after the link's life is never told a link is up.
   EXPECT_FALSE(
-      connector.SmallReady(worker.address(), absl::Now() + absl::Hours(2)));
+      connector_.SmallReady(worker_.address(), absl::Now() + absl::Hours(2)));
 }
 
-TEST(LinkChoiceTest, ACallThatMayNotWaitForItsLinkTakesAStreamOfItsOwn) {
-  LinkWorker worker;  // serves links only: RunShard is UNIMPLEMENTED
-  ChannelCache channels;
-  GrpcWorkerConnector connector(&channels);
+TEST_F(LinkChoiceTest, ACallThatMayNotWaitForItsLinkTakesAStreamOfItsOwn) {
   const absl::Time deadline = absl::Now() + absl::Seconds(30);
   // No link is up: the call goes on a RunShard stream at once (and fails
-  // there, as this worker serves none) instead of waiting for the link.
-  auto own = connector.OpenSmallIfUp(worker.address(), deadline);
-  own->WriteLast(Job("echo"));
-  v1::ShardResponse response;
-  while (own->Read(&response)) {
-  }
-  EXPECT_EQ(own->Finish().code(), absl::StatusCode::kUnimplemented);
+  // there, as this worker serves links only) instead of waiting for the
+  // link.
+  auto own = shardmap::EchoInOneMessage(
+      connector_.OpenSmallIfUp(worker_.address(), deadline), "own");
+  EXPECT_EQ(own.status().code(), absl::StatusCode::kUnimplemented)
+      << own.status();
   // Meanwhile the link was started; once it is up, such calls take it.
-  EXPECT_EQ(Eventually(worker.links_started), 1);
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (!connector.SmallReady(worker.address(), deadline) &&
-         absl::Now() < give_up) {
-    absl::SleepFor(absl::Milliseconds(1));
-  }
-  auto on_link = connector.OpenSmallIfUp(worker.address(), deadline);
-  v1::ShardRequest job = Job("echo");
-  job.mutable_job()->add_chunks()->set_data("linked");
-  ASSERT_TRUE(on_link->WriteLast(job));
-  std::string back;
-  while (on_link->Read(&response)) back += response.chunk().data();
-  EXPECT_TRUE(on_link->Finish().ok());
-  EXPECT_EQ(back, "linked");
-  EXPECT_EQ(worker.links(), 1);
-}
-
-TEST(LinkChoiceTest, AWorkerWithoutLinksIsNeverUpAndStillGetsRunShardCalls) {
-  FakeWorkerServer worker(
-      grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "old worker"));
-  ChannelCache channels;
-  GrpcWorkerConnector connector(&channels);
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_FALSE(connector.SmallReady(worker.address(),
-                                      absl::Now() + absl::Seconds(30)));
-    auto ch =
-        connector.OpenSmall(worker.address(), absl::Now() + absl::Seconds(30));
-    ch->WriteLast(Job("echo"));
-    v1::ShardResponse response;
-    while (ch->Read(&response)) {
-    }
-    EXPECT_EQ(ch->Finish().message(), "old worker");
-  }
+  EXPECT_EQ(Eventually(worker_.links_started), 1);
+  ASSERT_TRUE(LinkComesUp(deadline));
+  auto linked = shardmap::EchoInOneMessage(
+      connector_.OpenSmallIfUp(worker_.address(), deadline), "linked");
+  ASSERT_TRUE(linked.ok()) << linked.status();
+  EXPECT_EQ(*linked, "linked");
+  EXPECT_EQ(worker_.links(), 1);
 }
 
 }  // namespace

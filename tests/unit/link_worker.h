@@ -152,6 +152,24 @@ inline std::unique_ptr<ShardChannel> StartWaitingCall(
   return ch;
 }
 
+// Reads `ch` to its end: the bytes of its chunks, or its error; an echo's
+// answer must hold exactly one ShardOutputs (`outputs`, if not null, gets
+// how many came).
+inline absl::StatusOr<std::string> ReadAll(ShardChannel& ch,
+                                           int* outputs = nullptr) {
+  std::string back;
+  v1::ShardResponse response;
+  int seen = 0;
+  while (ch.Read(&response)) {
+    if (response.has_outputs()) ++seen;
+    back += response.chunk().data();
+  }
+  if (outputs != nullptr) *outputs = seen;
+  absl::Status s = ch.Finish();
+  if (!s.ok()) return s;
+  return back;
+}
+
 // Runs an echo call of `data` (in two chunks); returns what came back.
 inline absl::StatusOr<std::string> Echo(WorkerConnector& connector,
                                         const std::string& address,
@@ -162,17 +180,22 @@ inline absl::StatusOr<std::string> Echo(WorkerConnector& connector,
       !ch->WriteLast(Chunk(data.substr(half)))) {
     return ch->Finish();
   }
-  std::string back;
-  v1::ShardResponse response;
   int outputs = 0;
-  while (ch->Read(&response)) {
-    if (response.has_outputs()) ++outputs;
-    back += response.chunk().data();
+  absl::StatusOr<std::string> back = ReadAll(*ch, &outputs);
+  if (back.ok() && outputs != 1) {
+    return absl::InternalError("expected one ShardOutputs");
   }
-  absl::Status s = ch->Finish();
-  if (!s.ok()) return s;
-  if (outputs != 1) return absl::InternalError("expected one ShardOutputs");
   return back;
+}
+
+// An echo call on `ch` (from OpenSmall or OpenSmallIfUp) whose header
+// carries its data and ends its half; what came back.
+inline absl::StatusOr<std::string> EchoInOneMessage(
+    std::unique_ptr<ShardChannel> ch, const std::string& data) {
+  v1::ShardRequest job = Job("echo");
+  job.mutable_job()->add_chunks()->set_data(data);
+  if (!ch->WriteLast(job)) return ch->Finish();
+  return ReadAll(*ch);
 }
 
 }  // namespace shardmap

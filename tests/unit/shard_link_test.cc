@@ -121,11 +121,9 @@ TEST(ShardLinkTest, ACallSaysWhenItsAnswerIsInAndNotifiesTheSignal) {
   ASSERT_TRUE(ch->WriteLast(Chunk("abc")));
   ASSERT_TRUE(signal.WaitChanged(seen, absl::Now() + absl::Seconds(30)));
   EXPECT_TRUE(ch->Readable());
-  std::string back;
-  v1::ShardResponse response;
-  while (ch->Read(&response)) back += response.chunk().data();
-  EXPECT_EQ(back, "abc");
-  EXPECT_TRUE(ch->Finish().ok());
+  auto back = ReadAll(*ch);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, "abc");
 }
 
 // The call says when its whole answer is in, its end with it.
@@ -143,11 +141,9 @@ TEST(ShardLinkTest, ACallSaysWhenItsWholeAnswerIsIn) {
   }
   ASSERT_TRUE(ch->Complete());
   EXPECT_TRUE(ch->Readable());
-  std::string back;
-  v1::ShardResponse response;
-  while (ch->Read(&response)) back += response.chunk().data();
-  EXPECT_EQ(back, "abc");
-  EXPECT_TRUE(ch->Finish().ok());
+  auto back = ReadAll(*ch);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, "abc");
 }
 
 TEST(ShardLinkTest, AWaitingCallIsNotReadableUntilCancelled) {
@@ -219,16 +215,16 @@ TEST(ShardLinkTest, AWorkerWithoutLinksGetsRunShardCalls) {
       grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "old worker"));
   ChannelCache channels;
   GrpcWorkerConnector connector(&channels);
-  for (int i = 0; i < 2; ++i) {
-    auto ch =
-        connector.OpenSmall(worker.address(), absl::Now() + absl::Seconds(30));
-    ch->WriteLast(Job("echo"));
-    v1::ShardResponse response;
-    while (ch->Read(&response)) {
-    }
-    absl::Status s = ch->Finish();
-    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
-    EXPECT_EQ(s.message(), "old worker");
+  for (int i = 0; i < 3; ++i) {
+    // Never told a link is up (asking starts one, which fails).
+    EXPECT_FALSE(connector.SmallReady(worker.address(),
+                                      absl::Now() + absl::Seconds(30)));
+    auto back = EchoInOneMessage(
+        connector.OpenSmall(worker.address(), absl::Now() + absl::Seconds(30)),
+        "old");
+    EXPECT_EQ(back.status().code(), absl::StatusCode::kFailedPrecondition)
+        << back.status();
+    EXPECT_EQ(back.status().message(), "old worker");
   }
 }
 

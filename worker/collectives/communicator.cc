@@ -49,6 +49,15 @@ int64_t Product(const Shape& s, size_t from, size_t to) {
   return p;
 }
 
+// An uninitialized staging array of `shape` when `needed` (its user
+// writes every byte), else none.
+absl::StatusOr<std::optional<Tensor>> StagingIf(bool needed, DType dtype,
+                                                Shape shape) {
+  if (!needed) return std::nullopt;
+  SHARD_ASSIGN_OR_RETURN(Tensor t, Tensor::Create(dtype, std::move(shape)));
+  return std::optional<Tensor>(std::move(t));
+}
+
 absl::Span<uint8_t> Bytes(Tensor& t) { return {t.data(), t.num_bytes()}; }
 absl::Span<const uint8_t> Bytes(const Tensor& t) {
   return {t.data(), t.num_bytes()};
@@ -209,12 +218,9 @@ absl::StatusOr<Tensor> Communicator::AllGather(const Tensor& x,
   const int64_t outer = Product(x.shape(), 0, k);
   const size_t inner =
       Product(x.shape(), k, x.shape().size()) * ItemSize(x.dtype());
-  std::optional<Tensor> packed;
-  if (outer != 1) {
-    SHARD_ASSIGN_OR_RETURN(
-        Tensor p, Tensor::Create(x.dtype(), Shape{n * NumElements(x.shape())}));
-    packed.emplace(std::move(p));
-  }
+  SHARD_ASSIGN_OR_RETURN(
+      std::optional<Tensor> packed,
+      StagingIf(outer != 1, x.dtype(), Shape{n * NumElements(x.shape())}));
   AllGatherOptions o;
   o.group = std::move(group);
   o.tag = NextTag(Describe("all_gather", axes, x,
@@ -241,12 +247,9 @@ absl::StatusOr<Tensor> Communicator::PsumScatter(const Tensor& x,
                        Product(x.shape(), d + 1, x.shape().size()) *
                        ItemSize(x.dtype());
   // With no outer dimensions x is already packed.
-  std::optional<Tensor> packed;
-  if (outer != 1) {
-    SHARD_ASSIGN_OR_RETURN(Tensor p, Tensor::Create(x.dtype(), x.shape()));
-    packed.emplace(std::move(p));
-    Pack(x.data(), outer, n, inner, packed->data());
-  }
+  SHARD_ASSIGN_OR_RETURN(std::optional<Tensor> packed,
+                         StagingIf(outer != 1, x.dtype(), x.shape()));
+  if (packed) Pack(x.data(), outer, n, inner, packed->data());
   Shape out_shape = x.shape();
   if (tiled) {
     out_shape[d] /= n;
@@ -300,10 +303,9 @@ absl::StatusOr<Tensor> Communicator::AllToAll(const Tensor& x, const Axes& axes,
   const size_t item = ItemSize(x.dtype());
   // With no dimensions before split_axis, x is already packed.
   const int64_t split_outer = Product(x.shape(), 0, s);
-  std::optional<Tensor> packed;
-  if (split_outer != 1) {
-    SHARD_ASSIGN_OR_RETURN(Tensor p, Tensor::Create(x.dtype(), x.shape()));
-    packed.emplace(std::move(p));
+  SHARD_ASSIGN_OR_RETURN(std::optional<Tensor> packed,
+                         StagingIf(split_outer != 1, x.dtype(), x.shape()));
+  if (packed) {
     Pack(
         x.data(), split_outer, n,
         (x.shape()[s] / n) * Product(x.shape(), s + 1, x.shape().size()) * item,
@@ -327,11 +329,8 @@ absl::StatusOr<Tensor> Communicator::AllToAll(const Tensor& x, const Axes& axes,
   // Every chunk is written below.
   SHARD_ASSIGN_OR_RETURN(Tensor out, Tensor::Create(x.dtype(), out_shape));
   const int64_t concat_outer = Product(chunk, 0, c);
-  std::optional<Tensor> received;
-  if (concat_outer != 1) {
-    SHARD_ASSIGN_OR_RETURN(Tensor r, Tensor::Create(x.dtype(), x.shape()));
-    received.emplace(std::move(r));
-  }
+  SHARD_ASSIGN_OR_RETURN(std::optional<Tensor> received,
+                         StagingIf(concat_outer != 1, x.dtype(), x.shape()));
   AllToAllOptions o;
   o.group = std::move(group);
   o.tag = NextTag(Describe(
