@@ -13,13 +13,49 @@ BlockingServerStream::BlockingServerStream()
 }
 
 bool BlockingServerStream::Read(grpc::ByteBuffer* message) {
-  // There is always a read in flight while this waits, and a cancelled or
-  // broken call ends it, which ends the inbox: the wait ends with the call,
-  // or at the wait limit (which then ends the reading).
+  // While this waits, a read is in flight or enough is queued, and a
+  // cancelled or broken call ends the reading, which ends the inbox: the
+  // wait ends with the call, or at the wait limit (which then ends the
+  // inbox).
   if (!inbox_.Pop(message, wait_limit_)) return false;
-  // The next message is read while the owner works on this one.
-  StartRead(&reading_);
+  MaybeReadNext(message->Length());
   return true;
+}
+
+void BlockingServerStream::MaybeReadNext(size_t taken) {
+  {
+    absl::MutexLock lock(&mu_);
+    unread_bytes_ -= taken;
+    if (read_in_flight_ || reads_over_ || finishing_ ||
+        unread_bytes_ >= kMaxReadAheadBytes) {
+      return;
+    }
+    read_in_flight_ = true;
+  }
+  // Never under mu_: gRPC may run OnReadDone on this thread before
+  // StartRead returns.
+  StartRead(&reading_);
+}
+
+size_t BlockingServerStream::unread_bytes() {
+  absl::MutexLock lock(&mu_);
+  return unread_bytes_;
+}
+
+bool BlockingServerStream::reads_over() {
+  absl::MutexLock lock(&mu_);
+  return reads_over_;
+}
+
+void BlockingServerStream::CallWhenReadable(std::function<void()> fn) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!readable_) {
+      when_readable_ = std::move(fn);
+      return;
+    }
+  }
+  fn();
 }
 
 bool BlockingServerStream::NextMessageSize(uint32_t* size) {
@@ -42,6 +78,12 @@ bool BlockingServerStream::Write(const grpc::ByteBuffer& message,
 }
 
 void BlockingServerStream::FinishWhenWritten(const grpc::Status& status) {
+  {
+    // No read starts after this one (a reaction that already chose to
+    // start one may still: gRPC holds the call for a running reaction).
+    absl::MutexLock lock(&mu_);
+    finishing_ = true;
+  }
   outbox_.Close(
       [this, status] {
         if (last_.has_value()) {
@@ -54,11 +96,28 @@ void BlockingServerStream::FinishWhenWritten(const grpc::Status& status) {
 }
 
 void BlockingServerStream::OnReadDone(bool ok) {
+  std::function<void()> readable;
   if (ok) {
+    {
+      absl::MutexLock lock(&mu_);
+      unread_bytes_ += reading_.Length();
+    }
     inbox_.Push(std::move(reading_));
   } else {
     inbox_.End(absl::OkStatus());
   }
+  {
+    // reading_ is free only now, after the push.
+    absl::MutexLock lock(&mu_);
+    read_in_flight_ = false;
+    if (!ok) reads_over_ = true;
+    if (!readable_) {
+      readable_ = true;
+      readable.swap(when_readable_);
+    }
+  }
+  if (ok) MaybeReadNext(0);
+  if (readable) readable();
 }
 
 void BlockingServerStream::OnWriteDone(bool ok) { outbox_.WriteDone(ok); }

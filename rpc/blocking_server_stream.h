@@ -5,10 +5,18 @@
 // the same RawReader / RawWriter interfaces (rpc/chunk_message.h) as a
 // synchronous handler's.
 //
-//  - Read blocks until the next message (read ahead by one while the owner
-//    works on the last), or returns false at the end of the client's
-//    messages, when the call broke or was cancelled, or past the wait
-//    limit (SetWaitLimit).
+//  - Read blocks until the next message, or returns false at the end of
+//    the client's messages, when the call broke or was cancelled, or past
+//    the wait limit (SetWaitLimit). Messages are read ahead, each next one
+//    started from the reaction that took the last (no thread hand-off per
+//    message), while less than kMaxReadAheadBytes wait unread; Read
+//    resumes the reading once they drop below that. So a small call's
+//    messages and its half-close are all in by the time its owner looks,
+//    while a call (one waiting for its turn, too) holds less than 64 KiB
+//    plus one message unread, and a large upload goes at the owner's pace.
+//  - CallWhenReadable(fn) calls fn once the first message or the end of
+//    the messages is in: the owner can start then, instead of waiting on
+//    a thread for the call's first bytes.
 //  - Write queues the message (waiting while 4 MiB are queued, at most
 //    until the wait limit) and returns: true once queued, so a client that
 //    went away is noticed a write later than on a synchronous stream. The
@@ -32,8 +40,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "rpc/chunk_message.h"
 #include "rpc/stream_mux.h"
@@ -47,12 +58,18 @@ class BlockingServerStream
  public:
   // Most bytes queued before Write waits.
   static constexpr size_t kMaxQueuedBytes = 4 << 20;
+  // Read ahead stops while at least this many bytes wait unread.
+  static constexpr size_t kMaxReadAheadBytes = 64 << 10;
 
   // Starts reading the first message at once.
   BlockingServerStream();
   ~BlockingServerStream() override = default;
 
   bool Read(grpc::ByteBuffer* message) override;
+  // Calls `fn` once, when the first message or the end of the messages is
+  // in: at once, on this thread, if it is already; else on the gRPC
+  // thread that takes it (so `fn` must not block).
+  void CallWhenReadable(std::function<void()> fn);
   bool NextMessageSize(uint32_t* size) override;
   // False once the call broke.
   bool Write(const grpc::ByteBuffer& message,
@@ -67,6 +84,11 @@ class BlockingServerStream
   // ends, which the owner must then bound, e.g. by cancelling it at its
   // deadline). Set it before the owner starts.
   void SetWaitLimit(absl::Time limit) { wait_limit_ = limit; }
+  // What the read-ahead holds: bytes read and not yet taken by Read, and
+  // whether the reading is over (the client's half-close, or the call's
+  // end, is in).
+  size_t unread_bytes();
+  bool reads_over();
 
   void OnReadDone(bool ok) override;
   void OnWriteDone(bool ok) override;
@@ -74,8 +96,20 @@ class BlockingServerStream
   void OnDone() override;
 
  private:
+  // Starts the next read unless one is in flight, the reads ended, the
+  // call is finishing, or enough waits unread; `taken` bytes were just
+  // read by the owner (0 from the reactions).
+  void MaybeReadNext(size_t taken);
+
   grpc::ByteBuffer reading_;  // the read in flight's
   MuxInbox<grpc::ByteBuffer> inbox_;
+  absl::Mutex mu_;
+  size_t unread_bytes_ ABSL_GUARDED_BY(mu_) = 0;     // pushed, not yet Read
+  bool read_in_flight_ ABSL_GUARDED_BY(mu_) = true;  // the constructor's
+  bool reads_over_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool readable_ ABSL_GUARDED_BY(mu_) = false;
+  std::function<void()> when_readable_ ABSL_GUARDED_BY(mu_);
   MuxOutbox<grpc::ByteBuffer> outbox_;
   // The message written as the last one, sent with the status.
   std::optional<grpc::ByteBuffer> last_;

@@ -29,8 +29,8 @@ RunJobCall::RunJobCall(const Services& services,
 RunJobCall* RunJobCall::Start(const Services& services,
                               grpc::CallbackServerContext* context) {
   // gRPC binds the call to this reactor only once Start returns, so none of
-  // its reactions (OnCancel, OnDone) runs before; the job may start sooner,
-  // on a pooled thread, and then waits for the call's messages.
+  // its reactions (OnReadDone, OnCancel, OnDone) runs before; so the job,
+  // which starts from OnReadDone once admitted, does not start before.
   auto* c = new RunJobCall(services, context);
   JobCall& call = c->call_;
   call.start = absl::Now();
@@ -57,7 +57,11 @@ RunJobCall* RunJobCall::Start(const Services& services,
   absl::StatusOr<uint64_t> ticket = services.admission->Submit(
       [c] {
         c->started_ = true;
-        c->services_.threads->Run([c] { c->Run(); });
+        // The job's thread starts with the call's first message (or its
+        // end), not before, so it does not wait for it: a small job's
+        // messages are then all in, and its thread reads them at once.
+        c->CallWhenReadable(
+            [c] { c->services_.threads->Run([c] { c->Run(); }); });
       },
       [c](absl::Status why) { c->Refuse(std::move(why)); });
   if (!ticket.ok()) {

@@ -60,7 +60,8 @@ class RunJobCall final : public BlockingServerStream {
 
  private:
   RunJobCall(const Services& services, grpc::CallbackServerContext* context);
-  // On a pooled thread, once admitted: the job, then the call's end.
+  // On a pooled thread, once admitted and the call's first message (or
+  // its end) is in: the job, then the call's end.
   void Run();
   // A call that never runs: JobService fails it with call_.refused at once
   // (reading nothing), and the call ends with that.
@@ -74,7 +75,7 @@ class RunJobCall final : public BlockingServerStream {
   JobCall call_;
   std::unique_ptr<DrainGate::Pass> pass_;  // held until the call is done
   std::atomic<int64_t> ticket_{-1};        // in the queue; -1: none
-  std::atomic<bool> started_{false};       // admitted (its Run is posted)
+  std::atomic<bool> started_{false};  // admitted (Run posted once readable)
   // Declared last, so they end (waiting for a callback that runs) before
   // anything their callbacks use is destroyed.
   // Cancels the call a little after its deadline, so a stalled client
