@@ -6,6 +6,7 @@
 #ifndef SHARDMAP_BENCH_BENCH_UTIL_H_
 #define SHARDMAP_BENCH_BENCH_UTIL_H_
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/types.h>
@@ -18,6 +19,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -61,6 +64,51 @@ inline long ReadStatusKb(pid_t pid, const std::string& field) {
     }
   }
   return -1;
+}
+
+// What a process has cost so far, from /proc: CPU time (user + system, of
+// every thread it ran, ended ones included; clock-tick resolution) and
+// context switches (voluntary and involuntary, of the threads alive now:
+// a pool's threads stay, so over a steady load few are missed). Both -1
+// when the process is gone.
+struct ProcessCost {
+  double cpu_us = -1;
+  long long switches = -1;
+};
+
+inline ProcessCost ReadProcessCost(pid_t pid) {
+  ProcessCost cost;
+  std::ifstream stat(ProcPath(pid, "stat"));
+  const std::string text((std::istreambuf_iterator<char>(stat)),
+                         std::istreambuf_iterator<char>());
+  // The fields after the command, which is in parentheses and may hold
+  // spaces: the 3rd field of the line comes first; utime and stime are
+  // the 14th and 15th.
+  const size_t close = text.rfind(')');
+  if (close == std::string::npos) return cost;
+  std::istringstream fields(text.substr(close + 1));
+  std::string field;
+  unsigned long long ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i >= 14) ticks += std::strtoull(field.c_str(), nullptr, 10);
+  }
+  cost.cpu_us = ticks * 1e6 / sysconf(_SC_CLK_TCK);
+  const std::string tasks = ProcPath(pid, "task");
+  DIR* dir = opendir(tasks.c_str());
+  if (dir == nullptr) return cost;
+  cost.switches = 0;
+  while (const dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    std::ifstream status(tasks + "/" + entry->d_name + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.find("ctxt_switches:") != std::string::npos) {
+        cost.switches += std::atoll(line.c_str() + line.find(':') + 1);
+      }
+    }
+  }
+  closedir(dir);
+  return cost;
 }
 
 // Peak RSS (VmHWM) of process `pid` (0: this one) in KiB, or -1.

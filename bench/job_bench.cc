@@ -6,7 +6,9 @@
 //   job_tiny     `identity` on 16 float32 sharded P('x') over a mesh x=N:
 //                per-job latency, p50 / p99 over --tiny-iters jobs
 //   job_rate     jobs/s of the same job from --clients concurrent threads,
-//                each with its own ShardClient, for --seconds
+//                each with its own ShardClient, for --seconds; and what
+//                each job cost the coordinator and the workers together
+//                meanwhile: CPU time and context switches (from /proc)
 //   job_big      `identity` on --big-bytes of float32 sharded P('x') over
 //                x=N, output P('x'): the bytes go client -> coordinator ->
 //                workers -> coordinator -> client. Outputs are checked.
@@ -52,7 +54,9 @@
 namespace shardmap {
 namespace {
 
+using shardmap_bench::ProcessCost;
 using shardmap_bench::ReadHwmKb;
+using shardmap_bench::ReadProcessCost;
 using shardmap_bench::ResetHwm;
 
 using Clock = std::chrono::steady_clock;
@@ -289,18 +293,39 @@ int Run(int workers, int tiny_iters, int clients, double seconds,
         }
       });
     }
+    // What the cluster spends on the jobs counted: the coordinator's and
+    // the workers' CPU time and context switches over the same window.
+    auto cluster_cost = [&] {
+      std::vector<ProcessCost> cost{
+          ReadProcessCost((*cluster)->coordinator_pid())};
+      for (pid_t w : (*cluster)->worker_pids())
+        cost.push_back(ReadProcessCost(w));
+      return cost;
+    };
     std::this_thread::sleep_until(start);
+    const std::vector<ProcessCost> cost0 = cluster_cost();
     const auto t0 = Clock::now();
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     stop = true;
+    const std::vector<ProcessCost> cost1 = cluster_cost();
     const double elapsed =
         std::chrono::duration<double>(Clock::now() - t0).count();
     for (auto& t : threads) t.join();
     if (failed) return 1;
+    // Per job: [0] the coordinator, [1] the workers together.
+    double cpu_us[2] = {0, 0}, switches[2] = {0, 0};
+    for (size_t i = 0; i < cost0.size(); ++i) {
+      cpu_us[i > 0] += (cost1[i].cpu_us - cost0[i].cpu_us) / jobs;
+      switches[i > 0] +=
+          static_cast<double>(cost1[i].switches - cost0[i].switches) / jobs;
+    }
     std::printf(
         "RESULT impl=shardmap op=job_rate n=%d bytes=64 clients=%d jobs=%ld "
-        "seconds=%.2f rate_per_s=%.1f algo=client_coordinator_workers\n",
-        workers, clients, jobs.load(), elapsed, jobs / elapsed);
+        "seconds=%.2f rate_per_s=%.1f coordinator_cpu_us_per_job=%.1f "
+        "coordinator_switches_per_job=%.2f workers_cpu_us_per_job=%.1f "
+        "workers_switches_per_job=%.2f algo=client_coordinator_workers\n",
+        workers, clients, jobs.load(), elapsed, jobs / elapsed, cpu_us[0],
+        switches[0], cpu_us[1], switches[1]);
     std::fflush(stdout);
   }
 

@@ -273,6 +273,17 @@ def end_to_end(t, out):
             f"| jobs/s, {clients} concurrent clients (same tiny job) | "
             f"{num(med(mine))} /s | {span(mine)} /s | gRPC unary RPC/s, {clients} clients | "
             f"{num(med(ref))} /s | {ratio_text(ratios(mine, ref, invert=True))} |")
+        # What each of those jobs cost the cluster (job_bench, from /proc).
+        for who, label in (("coordinator", "the coordinator"),
+                           ("workers", f"the {rate_key[2]} workers together")):
+            cpu = field(reps, f"{who}_cpu_us_per_job")
+            switches = field(reps, f"{who}_switches_per_job")
+            if not cpu:
+                continue
+            out.append(
+                f"| CPU time per job at {clients} clients, {label} "
+                f"(context switches per job) | {num(med(cpu))} µs "
+                f"({num(med(switches))}) | {span(cpu)} µs | — | — | — |")
     big = next((k for k in t.keys() if k[0] == "shardmap" and k[1] == "job_big"), None)
     if big:
         reps = t.get(*big)
