@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -68,12 +69,11 @@ inline long ReadStatusKb(pid_t pid, const std::string& field) {
 
 // What a process has cost so far, from /proc: CPU time (user + system, of
 // every thread it ran, ended ones included; clock-tick resolution) and
-// context switches (voluntary and involuntary, of the threads alive now:
-// a pool's threads stay, so over a steady load few are missed). Both -1
-// when the process is gone.
+// context switches (voluntary and involuntary) of each thread alive now.
+// cpu_us is -1 when the process is gone.
 struct ProcessCost {
   double cpu_us = -1;
-  long long switches = -1;
+  std::map<long, long long> switches;  // by thread id
 };
 
 inline ProcessCost ReadProcessCost(pid_t pid) {
@@ -96,19 +96,33 @@ inline ProcessCost ReadProcessCost(pid_t pid) {
   const std::string tasks = ProcPath(pid, "task");
   DIR* dir = opendir(tasks.c_str());
   if (dir == nullptr) return cost;
-  cost.switches = 0;
   while (const dirent* entry = readdir(dir)) {
     if (entry->d_name[0] == '.') continue;
     std::ifstream status(tasks + "/" + entry->d_name + "/status");
     std::string line;
+    long long switches = 0;
     while (std::getline(status, line)) {
       if (line.find("ctxt_switches:") != std::string::npos) {
-        cost.switches += std::atoll(line.c_str() + line.find(':') + 1);
+        switches += std::atoll(line.c_str() + line.find(':') + 1);
       }
     }
+    cost.switches[std::atol(entry->d_name)] = switches;
   }
   closedir(dir);
   return cost;
+}
+
+// The context switches from `before` to `after` of the threads alive at
+// `after` (one started meanwhile counts from 0; one that ended meanwhile
+// loses only what it did in between).
+inline long long SwitchesBetween(const ProcessCost& before,
+                                 const ProcessCost& after) {
+  long long total = 0;
+  for (const auto& [tid, switches] : after.switches) {
+    const auto it = before.switches.find(tid);
+    total += switches - (it == before.switches.end() ? 0 : it->second);
+  }
+  return total;
 }
 
 // Peak RSS (VmHWM) of process `pid` (0: this one) in KiB, or -1.

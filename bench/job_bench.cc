@@ -58,6 +58,7 @@ using shardmap_bench::ProcessCost;
 using shardmap_bench::ReadHwmKb;
 using shardmap_bench::ReadProcessCost;
 using shardmap_bench::ResetHwm;
+using shardmap_bench::SwitchesBetween;
 
 using Clock = std::chrono::steady_clock;
 
@@ -307,17 +308,22 @@ int Run(int workers, int tiny_iters, int clients, double seconds,
     const auto t0 = Clock::now();
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     stop = true;
-    const std::vector<ProcessCost> cost1 = cluster_cost();
     const double elapsed =
         std::chrono::duration<double>(Clock::now() - t0).count();
+    const std::vector<ProcessCost> cost1 = cluster_cost();
     for (auto& t : threads) t.join();
     if (failed) return 1;
     // Per job: [0] the coordinator, [1] the workers together.
     double cpu_us[2] = {0, 0}, switches[2] = {0, 0};
     for (size_t i = 0; i < cost0.size(); ++i) {
+      if (cost0[i].cpu_us < 0 || cost1[i].cpu_us < 0 || jobs == 0) {
+        std::fprintf(stderr,
+                     "job_bench: no job, or a cluster process is gone\n");
+        return 1;
+      }
       cpu_us[i > 0] += (cost1[i].cpu_us - cost0[i].cpu_us) / jobs;
       switches[i > 0] +=
-          static_cast<double>(cost1[i].switches - cost0[i].switches) / jobs;
+          static_cast<double>(SwitchesBetween(cost0[i], cost1[i])) / jobs;
     }
     std::printf(
         "RESULT impl=shardmap op=job_rate n=%d bytes=64 clients=%d jobs=%ld "

@@ -283,7 +283,8 @@ def end_to_end(t, out):
             out.append(
                 f"| CPU time per job at {clients} clients, {label} "
                 f"(context switches per job) | {num(med(cpu))} µs "
-                f"({num(med(switches))}) | {span(cpu)} µs | — | — | — |")
+                f"({num(med(switches))}) | {span(cpu)} µs "
+                f"({span(switches)}) | — | — | — |")
     big = next((k for k in t.keys() if k[0] == "shardmap" and k[1] == "job_big"), None)
     if big:
         reps = t.get(*big)

@@ -13,20 +13,24 @@ BlockingServerStream::BlockingServerStream()
 }
 
 bool BlockingServerStream::Read(grpc::ByteBuffer* message) {
-  // While this waits, a read is in flight or enough is queued, and a
-  // cancelled or broken call ends the reading, which ends the inbox: the
-  // wait ends with the call, or at the wait limit (which then ends the
-  // inbox).
+  // Pop waits only on an empty inbox, and then a read is in flight (the
+  // reading pauses only while enough is queued, and an owner that reads
+  // has engaged it); a cancelled or broken call ends that read and the
+  // inbox with it, or the wait limit ends the inbox.
   if (!inbox_.Pop(message, wait_limit_)) return false;
-  MaybeReadNext(message->Length());
+  MaybeReadNext(message->Length(), /*engage=*/true);
   return true;
 }
 
-void BlockingServerStream::MaybeReadNext(size_t taken) {
+void BlockingServerStream::MaybeReadNext(size_t taken, bool engage) {
+  // An inbox that ended (the wait limit passed, or the reads are over)
+  // takes nothing more.
+  const bool ended = inbox_.ended();
   {
     absl::MutexLock lock(&mu_);
     unread_bytes_ -= taken;
-    if (read_in_flight_ || reads_over_ || finishing_ ||
+    if (engage) engaged_ = true;
+    if (!engaged_ || ended || read_in_flight_ || reads_over_ || finishing_ ||
         unread_bytes_ >= kMaxReadAheadBytes) {
       return;
     }
@@ -37,25 +41,28 @@ void BlockingServerStream::MaybeReadNext(size_t taken) {
   StartRead(&reading_);
 }
 
-size_t BlockingServerStream::unread_bytes() {
+size_t BlockingServerStream::unread_bytes() const {
   absl::MutexLock lock(&mu_);
   return unread_bytes_;
 }
 
-bool BlockingServerStream::reads_over() {
+bool BlockingServerStream::reads_over() const {
   absl::MutexLock lock(&mu_);
   return reads_over_;
 }
 
 void BlockingServerStream::CallWhenReadable(std::function<void()> fn) {
+  bool now = false;
   {
     absl::MutexLock lock(&mu_);
-    if (!readable_) {
+    if (readable_) {
+      now = true;
+    } else {
       when_readable_ = std::move(fn);
-      return;
     }
   }
-  fn();
+  MaybeReadNext(0, /*engage=*/true);
+  if (now) fn();
 }
 
 bool BlockingServerStream::NextMessageSize(uint32_t* size) {
@@ -79,8 +86,9 @@ bool BlockingServerStream::Write(const grpc::ByteBuffer& message,
 
 void BlockingServerStream::FinishWhenWritten(const grpc::Status& status) {
   {
-    // No read starts after this one (a reaction that already chose to
-    // start one may still: gRPC holds the call for a running reaction).
+    // No read starts after this (a reaction that already chose to start
+    // one may still: gRPC holds the call for the running reaction, and
+    // that read ends, false, before OnDone).
     absl::MutexLock lock(&mu_);
     finishing_ = true;
   }
@@ -116,7 +124,7 @@ void BlockingServerStream::OnReadDone(bool ok) {
       readable.swap(when_readable_);
     }
   }
-  if (ok) MaybeReadNext(0);
+  if (ok) MaybeReadNext(0, /*engage=*/false);
   if (readable) readable();
 }
 

@@ -7,13 +7,15 @@
 //
 //  - Read blocks until the next message, or returns false at the end of
 //    the client's messages, when the call broke or was cancelled, or past
-//    the wait limit (SetWaitLimit). Messages are read ahead, each next one
-//    started from the reaction that took the last (no thread hand-off per
-//    message), while less than kMaxReadAheadBytes wait unread; Read
-//    resumes the reading once they drop below that. So a small call's
-//    messages and its half-close are all in by the time its owner looks,
-//    while a call (one waiting for its turn, too) holds less than 64 KiB
-//    plus one message unread, and a large upload goes at the owner's pace.
+//    the wait limit (SetWaitLimit). The first message is read at once;
+//    once the owner engages the call (its first Read, or
+//    CallWhenReadable), the next ones are read ahead, each started from
+//    the reaction that took the last (no thread hand-off per message),
+//    while less than kMaxReadAheadBytes wait unread; Read resumes the
+//    reading once they drop below that. So a small call's messages and
+//    its half-close are all in by the time its owner looks, a call not
+//    yet engaged (one waiting for its turn) holds its first message only,
+//    and a large upload goes at the owner's pace.
 //  - CallWhenReadable(fn) calls fn once the first message or the end of
 //    the messages is in: the owner can start then, instead of waiting on
 //    a thread for the call's first bytes.
@@ -65,18 +67,19 @@ class BlockingServerStream
   BlockingServerStream();
   ~BlockingServerStream() override = default;
 
-  bool Read(grpc::ByteBuffer* message) override;
-  // Calls `fn` once, when the first message or the end of the messages is
-  // in: at once, on this thread, if it is already; else on the gRPC
-  // thread that takes it (so `fn` must not block).
-  void CallWhenReadable(std::function<void()> fn);
+  bool Read(grpc::ByteBuffer* message) override ABSL_LOCKS_EXCLUDED(mu_);
+  // Engages the call (see above) and calls `fn` once, when the first
+  // message or the end of the messages is in: at once, on this thread, if
+  // it is already; else on the gRPC thread that takes it (so `fn` must
+  // not block). At most once per call.
+  void CallWhenReadable(std::function<void()> fn) ABSL_LOCKS_EXCLUDED(mu_);
   bool NextMessageSize(uint32_t* size) override;
   // False once the call broke.
   bool Write(const grpc::ByteBuffer& message,
              grpc::WriteOptions options) override;
   // Ends the call with `status` once every queued message is written (the
   // held last message leaves with the status).
-  void FinishWhenWritten(const grpc::Status& status);
+  void FinishWhenWritten(const grpc::Status& status) ABSL_LOCKS_EXCLUDED(mu_);
   // True once the client cancelled or went away, or the call was cancelled
   // for it (gRPC may end a Read before it says so).
   bool cancelled() const { return cancelled_.load(); }
@@ -84,28 +87,32 @@ class BlockingServerStream
   // ends, which the owner must then bound, e.g. by cancelling it at its
   // deadline). Set it before the owner starts.
   void SetWaitLimit(absl::Time limit) { wait_limit_ = limit; }
-  // What the read-ahead holds: bytes read and not yet taken by Read, and
-  // whether the reading is over (the client's half-close, or the call's
-  // end, is in).
-  size_t unread_bytes();
-  bool reads_over();
+  // For tests: what the read-ahead holds, bytes read and not yet taken by
+  // Read, and whether the reading is over (the client's half-close, or
+  // the call's end, is in).
+  size_t unread_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
+  bool reads_over() const ABSL_LOCKS_EXCLUDED(mu_);
 
-  void OnReadDone(bool ok) override;
+  void OnReadDone(bool ok) override ABSL_LOCKS_EXCLUDED(mu_);
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
 
  private:
-  // Starts the next read unless one is in flight, the reads ended, the
-  // call is finishing, or enough waits unread; `taken` bytes were just
-  // read by the owner (0 from the reactions).
-  void MaybeReadNext(size_t taken);
+  // Starts the next read once the owner engaged the call (`engage`: it
+  // does so now), unless one is in flight, the reads or the inbox ended,
+  // the call is finishing, or enough waits unread; `taken` bytes were
+  // just read by the owner (0 from the reactions).
+  void MaybeReadNext(size_t taken, bool engage) ABSL_LOCKS_EXCLUDED(mu_);
 
-  grpc::ByteBuffer reading_;  // the read in flight's
+  // The read in flight's: gRPC's while read_in_flight_; whoever sets that
+  // flag starts the read.
+  grpc::ByteBuffer reading_;
   MuxInbox<grpc::ByteBuffer> inbox_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   size_t unread_bytes_ ABSL_GUARDED_BY(mu_) = 0;     // pushed, not yet Read
   bool read_in_flight_ ABSL_GUARDED_BY(mu_) = true;  // the constructor's
+  bool engaged_ ABSL_GUARDED_BY(mu_) = false;
   bool reads_over_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool readable_ ABSL_GUARDED_BY(mu_) = false;
