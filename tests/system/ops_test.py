@@ -331,6 +331,14 @@ class OpsTest(unittest.TestCase):
         self.assertEqual(metric(c, jobs, function="psum", code="OK"), 1)
         self.assertEqual(metric(c, "shardmap_job_duration_seconds_count"), 4)
         self.assertGreater(metric(c, "shardmap_job_duration_seconds_sum"), 0)
+        # The coordinator's health poll (every 100 ms) sets this gauge: on a
+        # busy machine the jobs above may all run before the first poll
+        # after the workers registered, so wait (bounded) for one.
+        end = time.monotonic() + 10
+        while (metric(c, "shardmap_workers_up") != 2 and
+               time.monotonic() < end):
+            time.sleep(0.05)
+            c = scrape(coord_metrics)
         self.assertEqual(metric(c, "shardmap_workers_up"), 2)
         # Every job above ended before its client had its answer.
         self.assertEqual(metric(c, "shardmap_jobs_running"), 0)
