@@ -105,20 +105,19 @@ void BlockingServerStream::FinishWhenWritten(const grpc::Status& status) {
 
 void BlockingServerStream::OnReadDone(bool ok) {
   std::function<void()> readable;
-  if (ok) {
-    {
-      absl::MutexLock lock(&mu_);
-      unread_bytes_ += reading_.Length();
-    }
-    inbox_.Push(std::move(reading_));
-  } else {
-    inbox_.End(absl::OkStatus());
-  }
   {
-    // reading_ is free only now, after the push.
+    // One step under mu_ (the inbox's own lock is only ever taken inside
+    // it): the message is counted and queued, and only then is reading_
+    // free for the next read.
     absl::MutexLock lock(&mu_);
+    if (ok) {
+      unread_bytes_ += reading_.Length();
+      inbox_.Push(std::move(reading_));
+    } else {
+      inbox_.End(absl::OkStatus());
+      reads_over_ = true;
+    }
     read_in_flight_ = false;
-    if (!ok) reads_over_ = true;
     if (!readable_) {
       readable_ = true;
       readable.swap(when_readable_);

@@ -190,14 +190,12 @@ void FakeWorkerConnector::SetSmallReady(bool ready) {
 
 int FakeWorkerConnector::SmallOpens(const std::string& address) const {
   absl::MutexLock lock(&mu_);
-  auto it = workers_.find(address);
-  return it == workers_.end() ? 0 : it->second.small_opens;
+  return FieldLocked(address, &Worker::small_opens);
 }
 
 int FakeWorkerConnector::SmallReadyAsks(const std::string& address) const {
   absl::MutexLock lock(&mu_);
-  auto it = workers_.find(address);
-  return it == workers_.end() ? 0 : it->second.small_ready_asks;
+  return FieldLocked(address, &Worker::small_ready_asks);
 }
 
 absl::Status FakeWorkerConnector::SkipTickets(
@@ -225,9 +223,7 @@ absl::Status FakeWorkerConnector::DropVersion(const std::string& address,
 std::vector<v1::ShardRequest> FakeWorkerConnector::Sent(
     const std::string& address) const {
   absl::MutexLock lock(&mu_);
-  auto it = workers_.find(address);
-  return it == workers_.end() ? std::vector<v1::ShardRequest>{}
-                              : it->second.sent;
+  return FieldLocked(address, &Worker::sent);
 }
 
 std::vector<bool> FakeWorkerConnector::Decisions(
@@ -242,21 +238,18 @@ std::vector<bool> FakeWorkerConnector::Decisions(
 std::vector<std::pair<std::string, uint64_t>> FakeWorkerConnector::Drops(
     const std::string& address) const {
   absl::MutexLock lock(&mu_);
-  auto it = workers_.find(address);
-  return it == workers_.end() ? decltype(it->second.drops){} : it->second.drops;
+  return FieldLocked(address, &Worker::drops);
 }
 
 std::vector<std::pair<std::string, uint64_t>> FakeWorkerConnector::Skips(
     const std::string& address) const {
   absl::MutexLock lock(&mu_);
-  auto it = workers_.find(address);
-  return it == workers_.end() ? decltype(it->second.skips){} : it->second.skips;
+  return FieldLocked(address, &Worker::skips);
 }
 
 int FakeWorkerConnector::SkipCalls(const std::string& address) const {
   absl::MutexLock lock(&mu_);
-  auto it = workers_.find(address);
-  return it == workers_.end() ? 0 : it->second.skip_calls;
+  return FieldLocked(address, &Worker::skip_calls);
 }
 
 int FakeWorkerConnector::Waiting(const std::string& address) const {
@@ -265,8 +258,7 @@ int FakeWorkerConnector::Waiting(const std::string& address) const {
 }
 
 int FakeWorkerConnector::WaitingLocked(const std::string& address) const {
-  auto it = workers_.find(address);
-  return it == workers_.end() ? 0 : it->second.waiting;
+  return FieldLocked(address, &Worker::waiting);
 }
 
 int FakeWorkerConnector::Finished(const std::string& address) const {
@@ -275,14 +267,12 @@ int FakeWorkerConnector::Finished(const std::string& address) const {
 }
 
 int FakeWorkerConnector::FinishedLocked(const std::string& address) const {
-  auto it = workers_.find(address);
-  return it == workers_.end() ? 0 : it->second.finished;
+  return FieldLocked(address, &Worker::finished);
 }
 
 int FakeWorkerConnector::Delivered(const std::string& address) const {
   absl::MutexLock lock(&mu_);
-  auto it = workers_.find(address);
-  return it == workers_.end() ? 0 : it->second.delivered;
+  return FieldLocked(address, &Worker::delivered);
 }
 
 bool FakeWorkerConnector::WaitFor(const std::function<bool()>& done,

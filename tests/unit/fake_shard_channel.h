@@ -138,6 +138,14 @@ class FakeWorkerConnector final : public WorkerConnector {
     int small_opens = 0;
     int small_ready_asks = 0;
   };
+  // A field of `address`'s record, or the field's empty value when the
+  // address has none.
+  template <typename T>
+  T FieldLocked(const std::string& address, T Worker::*field) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = workers_.find(address);
+    return it == workers_.end() ? T{} : it->second.*field;
+  }
 
   mutable absl::Mutex mu_;
   std::map<std::string, Worker> workers_ ABSL_GUARDED_BY(mu_);

@@ -67,6 +67,30 @@ class JobRunnerFixture : public ::testing::Test {
       connector_.Script(workers_[d].address, s);
     }
   }
+  // Runs identity over `devices` devices, each answering its block, and
+  // checks that the assembled output is the input.
+  void RunIdentity(int devices) {
+    const JobPlan plan = IdentityPlan(devices, "P('x')");
+    AnswerAll(plan, devices);
+    JobRunner runner(RunnerOptions(), &connector_);
+    auto out = Run(runner, plan, devices);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), 1u);
+    EXPECT_EQ(FloatValues(*(*out)[0].data), FloatValues(Input(devices)));
+  }
+  // Runs identity over the first 2 devices storing its output as "A" (a
+  // two-phase job), each answering, and checks that it was stored, not
+  // returned. The index then holds "A".
+  void RunStoredIdentity() {
+    workers_.resize(2);
+    const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
+    AnswerAll(plan, 2);
+    JobRunner runner(RunnerOptions(), &connector_, &index_);
+    auto out = Run(runner, plan, 2);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ((*out)[0].stored_as, "A");
+    EXPECT_FALSE((*out)[0].data.has_value());
+  }
   // An index holding `name` as float32[4] P('x') over x=2 on w0, w1.
   uint64_t Resident(const std::string& name) {
     ResidentArray a;

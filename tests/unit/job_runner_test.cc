@@ -21,13 +21,7 @@ namespace {
 class JobRunnerTest : public JobRunnerBothWays {};
 
 TEST_P(JobRunnerTest, AssemblesTheOutputFromEveryDevice) {
-  const JobPlan plan = IdentityPlan(4, "P('x')");
-  AnswerAll(plan, 4);
-  JobRunner runner(RunnerOptions(), &connector_);
-  auto out = Run(runner, plan, 4);
-  ASSERT_TRUE(out.ok()) << out.status();
-  ASSERT_EQ(out->size(), 1u);
-  EXPECT_EQ(FloatValues(*(*out)[0].data), FloatValues(Input(4)));
+  ASSERT_NO_FATAL_FAILURE(RunIdentity(4));
   // Each device got its header (ticket 0, its own device id) and one
   // chunk of its block; a one-phase job gets no decision.
   for (int d = 0; d < 4; ++d) {
@@ -134,18 +128,12 @@ class JobLinksTest : public JobRunnerFixture {
   // Runs a lone identity job over 4 devices and checks its output.
   void RunLoneJob(JobLinks links) {
     links_ = links;
-    const JobPlan plan = IdentityPlan(4, "P('x')");
-    AnswerAll(plan, 4);
-    JobRunner runner(RunnerOptions(), &connector_);
-    auto out = Run(runner, plan, 4);
-    ASSERT_TRUE(out.ok()) << out.status();
-    ASSERT_EQ(out->size(), 1u);
-    EXPECT_EQ(FloatValues(*(*out)[0].data), FloatValues(Input(4)));
+    RunIdentity(4);
   }
 };
 
 TEST_F(JobLinksTest, AutoTakesTheLinksWhenEveryWorkersLinkIsUp) {
-  RunLoneJob(JobLinks::kAuto);
+  ASSERT_NO_FATAL_FAILURE(RunLoneJob(JobLinks::kAuto));
   for (const WorkerPool::Worker& w : workers_) {
     EXPECT_EQ(connector_.SmallReadyAsks(w.address), 1) << w.address;
     EXPECT_EQ(connector_.SmallOpens(w.address), 1) << w.address;
@@ -155,7 +143,7 @@ TEST_F(JobLinksTest, AutoTakesTheLinksWhenEveryWorkersLinkIsUp) {
 TEST_F(JobLinksTest,
        AutoOpensStreamsOfItsOwnAndAsksEveryWorkerWhileLinksAreDown) {
   connector_.SetSmallReady(false);
-  RunLoneJob(JobLinks::kAuto);
+  ASSERT_NO_FATAL_FAILURE(RunLoneJob(JobLinks::kAuto));
   // Every worker was asked (so each gets its link started), none skipped
   // once the first said no; the calls went on streams of their own.
   for (const WorkerPool::Worker& w : workers_) {
@@ -166,13 +154,7 @@ TEST_F(JobLinksTest,
 
 TEST_F(JobLinksTest, AutoKeepsALoneTwoPhaseJobOnStreamsOfItsOwn) {
   links_ = JobLinks::kAuto;
-  workers_.resize(2);
-  const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
-  AnswerAll(plan, 2);
-  JobRunner runner(RunnerOptions(), &connector_, &index_);
-  auto out = Run(runner, plan, 2);
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ((*out)[0].stored_as, "A");
+  ASSERT_NO_FATAL_FAILURE(RunStoredIdentity());
   for (const WorkerPool::Worker& w : workers_) {
     EXPECT_EQ(connector_.SmallReadyAsks(w.address), 1) << w.address;
     EXPECT_EQ(connector_.SmallOpens(w.address), 0) << w.address;
@@ -182,14 +164,14 @@ TEST_F(JobLinksTest, AutoKeepsALoneTwoPhaseJobOnStreamsOfItsOwn) {
 
 TEST_F(JobLinksTest, AlwaysTakesTheLinksEvenWhileTheyAreMade) {
   connector_.SetSmallReady(false);
-  RunLoneJob(JobLinks::kAlways);
+  ASSERT_NO_FATAL_FAILURE(RunLoneJob(JobLinks::kAlways));
   for (const WorkerPool::Worker& w : workers_) {
     EXPECT_EQ(connector_.SmallOpens(w.address), 1) << w.address;
   }
 }
 
 TEST_F(JobLinksTest, NeverAsksForTheLinks) {
-  RunLoneJob(JobLinks::kNever);
+  ASSERT_NO_FATAL_FAILURE(RunLoneJob(JobLinks::kNever));
   for (const WorkerPool::Worker& w : workers_) {
     EXPECT_EQ(connector_.SmallReadyAsks(w.address), 0) << w.address;
     EXPECT_EQ(connector_.SmallOpens(w.address), 0) << w.address;

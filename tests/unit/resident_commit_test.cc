@@ -24,14 +24,7 @@ class ResidentCommitTest : public JobRunnerBothWays {};
 
 TEST_P(ResidentCommitTest, ACommitEveryWorkerConfirmsIsPublished) {
   const uint64_t before = Resident("A");
-  workers_.resize(2);
-  const JobPlan plan = IdentityPlan(2, "P('x')", "A", &index_);
-  AnswerAll(plan, 2);
-  JobRunner runner(RunnerOptions(), &connector_, &index_);
-  auto out = Run(runner, plan, 2);
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ((*out)[0].stored_as, "A");
-  EXPECT_FALSE((*out)[0].data.has_value());
+  ASSERT_NO_FATAL_FAILURE(RunStoredIdentity());
   auto a = index_.Find("A");
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_GT(a->version, before);
